@@ -1,0 +1,107 @@
+/**
+ * The app layer: per user, after authentication. Attached to each route in
+ * `onRoute`, after the route's own hooks of its kind, so that authentication
+ * placed in a route-level hook has run. Takes the route's cost from the user's
+ * bucket and, for a route with a quota, one token from the route's own bucket,
+ * all or nothing.
+ */
+import type { FastifyReply, FastifyRequest, RouteOptions } from 'fastify'
+import { runStep, type Done } from './decide.js'
+import { InvalidCostError } from './errors.js'
+import type { NamedPolicy } from './headers.js'
+import { bucketKey, clientAddress } from './keys.js'
+import type { AppSettings, Identity, RouteSettings, Settings } from './options.js'
+import type { BucketRequest } from './store.js'
+import { describe } from './validate.js'
+
+/** Who a request is from, as keys see it. */
+interface Requester {
+  kind: 'user' | 'ip'
+  id: string
+  tier: string
+}
+
+/** The default `identify`: the verified `request.user` of @fastify/jwt (`null` until verified). */
+function jwtIdentity (request: FastifyRequest): Identity | undefined {
+  const user: unknown = (request as { user?: unknown }).user
+  if (typeof user !== 'object' || user === null) return undefined
+  const { sub, tier } = user as { sub?: unknown, tier?: unknown }
+  return { id: sub as Identity['id'], tier: tier as string }
+}
+
+/**
+ * The requester: a user with a valid id, under their tier when it is an own name
+ * of `app.tiers` (else `default`); otherwise anonymous, keyed by client IP under
+ * the anonymous tier. Never a better tier than the claims prove.
+ */
+function requester (request: FastifyRequest, app: AppSettings, ipv6Subnet: number): Requester {
+  let identity: Identity | undefined
+  try {
+    identity = app.identify === undefined ? jwtIdentity(request) : app.identify(request)
+  } catch (error) {
+    request.log.error({ err: error }, 'fastify-tollgate: app.identify threw; treated as anonymous')
+  }
+  if (typeof identity === 'object' && identity !== null) {
+    const { id, tier } = identity
+    const validId = (typeof id === 'string' && id !== '') || (typeof id === 'number' && Number.isFinite(id))
+    if (validId) {
+      return { kind: 'user', id: String(id), tier: typeof tier === 'string' && Object.hasOwn(app.tiers, tier) ? tier : 'default' }
+    }
+  }
+  return { kind: 'ip', id: clientAddress(request.ip, ipv6Subnet), tier: app.anonymousTier }
+}
+
+/** The route's cost for this request, or the error to fail it with. */
+function costOf (request: FastifyRequest, route: RouteSettings, capacity: number, tier: string): number | Error {
+  if (typeof route.cost === 'number') return route.cost
+  let cost: unknown
+  try {
+    cost = route.cost(request)
+  } catch (error) {
+    return new InvalidCostError(route.route, 'the cost function threw', { cause: error })
+  }
+  if (typeof cost !== 'number' || !Number.isFinite(cost) || cost < 0) {
+    return new InvalidCostError(route.route, `the cost function returned ${describe(cost)}; expected a finite number ≥ 0`)
+  }
+  if (cost > capacity) {
+    return new InvalidCostError(route.route, `the cost function returned ${cost}, above the capacity ${capacity} of tier \`${tier}\`: it could never pass`)
+  }
+  return cost
+}
+
+type Hook = (request: FastifyRequest, reply: FastifyReply, done: Done) => void
+
+export function createAppHook (settings: Settings, app: AppSettings, route: RouteSettings, ipv6Subnet: number): Hook {
+  const routeBucket = `route:${route.route}`
+  return function tollgateApp (request, reply, done) {
+    const who = requester(request, app, ipv6Subnet)
+    const main = app.tiers[who.tier] as NamedPolicy
+    const cost = costOf(request, route, main.policy.capacity, who.tier)
+    if (cost instanceof Error) {
+      done(cost)
+      return
+    }
+    const buckets: BucketRequest[] = [{ key: bucketKey(who.kind, who.id, 'app'), policy: main.policy, cost }]
+    const named: NamedPolicy[] = [main]
+    if (route.quota !== undefined) {
+      const own = (route.quota[who.tier] ?? route.quota.default) as NamedPolicy
+      buckets.push({ key: bucketKey(who.kind, who.id, routeBucket), policy: own.policy, cost: 1 })
+      named.push(own)
+    }
+    runStep(settings, request, reply, { layer: 'app', buckets, named, tier: who.tier }, done)
+  }
+}
+
+/** Appends `hook` to the route's own hooks of kind `app.hook`, so that it runs after them. */
+export function attachAppHook (routeOptions: RouteOptions, app: AppSettings, hook: Hook): void {
+  const name = app.hook
+  // preParsing hooks take and pass on the payload stream.
+  const handler = name === 'preParsing'
+    ? function tollgateAppPreParsing (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (error: Error | null, payload?: unknown) => void) {
+      hook(request, reply, (error) => { done(error ?? null, payload) })
+    }
+    : hook
+  const existing: unknown = routeOptions[name]
+  const hooks = existing === undefined ? [] : Array.isArray(existing) ? existing : [existing]
+  ;(routeOptions as unknown as Record<string, unknown>)[name] = [...hooks, handler]
+}

@@ -1,0 +1,96 @@
+/**
+ * The token-bucket engine: pure functions, no I/O, no clock. Time is passed in
+ * as milliseconds; every store (memory, Redis) decides through these rules.
+ *
+ * Rules (after golang.org/x/time/rate):
+ * - a bucket holds up to `capacity` fractional tokens and gains `refillPerSecond`
+ *   tokens per second; an absent bucket is a full one;
+ * - elapsed time is `max(0, now - last)`, so a clock going backwards adds nothing;
+ * - several buckets are consumed all or nothing; a denied request changes nothing;
+ * - an allowed request records `last = now`, even when `now` is before `last`.
+ */
+
+/** How a bucket fills. Both numbers are validated at startup, never here. */
+export interface BucketPolicy {
+  /** Largest number of tokens the bucket holds (the burst), ≥ 1. */
+  readonly capacity: number
+  /** Tokens added per second, ≥ 0; 0 means the bucket never refills. */
+  readonly refillPerSecond: number
+}
+
+/** What a store keeps per bucket. */
+export interface BucketState {
+  /** Tokens left at `lastMs` (fractional). */
+  tokens: number
+  /** When `tokens` was recorded, in the store's clock (ms). */
+  lastMs: number
+}
+
+/** The outcome of one all-or-nothing step over one or more buckets. */
+export interface BucketDecision {
+  allowed: boolean
+  /**
+   * Tokens in each bucket after the step, in the order the buckets were given
+   * (debited when allowed, untouched when denied).
+   */
+  tokens: number[]
+  /**
+   * When denied: milliseconds until every bucket holds its cost, so that the
+   * same request would pass (`Infinity` when a bucket that is short never
+   * refills). 0 when allowed.
+   */
+  retryAfterMs: number
+}
+
+/** Tokens a bucket holds at `nowMs`, refilled since its last recorded step and capped at capacity. */
+export function tokensAt (state: BucketState | undefined, policy: BucketPolicy, nowMs: number): number {
+  if (state === undefined) return policy.capacity
+  const elapsedMs = nowMs - state.lastMs
+  if (!(elapsedMs > 0) || policy.refillPerSecond === 0) return state.tokens
+  const tokens = state.tokens + elapsedMs * (policy.refillPerSecond / 1000)
+  return tokens < policy.capacity ? tokens : policy.capacity
+}
+
+/** Milliseconds until a bucket holding `tokens` holds `wanted` (0 if it already does; `Infinity` if it never will). */
+export function msUntil (tokens: number, wanted: number, policy: BucketPolicy): number {
+  const missing = wanted - tokens
+  if (missing <= 0) return 0
+  if (wanted > policy.capacity || policy.refillPerSecond === 0) return Infinity
+  return missing * 1000 / policy.refillPerSecond
+}
+
+/**
+ * Consumes `costs[i]` from bucket `i` for every `i`, all or nothing, at `nowMs`.
+ * `states[i]` is the bucket's stored state (`undefined` = absent = full).
+ * The caller stores `{ tokens: decision.tokens[i], lastMs: nowMs }` for every
+ * bucket when the decision is allowed, and nothing when it is denied.
+ */
+export function consume (
+  states: ReadonlyArray<BucketState | undefined>,
+  policies: readonly BucketPolicy[],
+  costs: readonly number[],
+  nowMs: number
+): BucketDecision {
+  const count = policies.length
+  const tokens = new Array<number>(count)
+  let allowed = true
+  let retryAfterMs = 0
+  for (let i = 0; i < count; i++) {
+    const policy = policies[i] as BucketPolicy
+    const cost = costs[i] as number
+    const available = tokensAt(states[i], policy, nowMs)
+    tokens[i] = available
+    if (available >= cost) continue
+    allowed = false
+    const wait = msUntil(available, cost, policy)
+    if (wait > retryAfterMs) retryAfterMs = wait
+  }
+  if (!allowed) return { allowed, tokens, retryAfterMs }
+  for (let i = 0; i < count; i++) tokens[i] = (tokens[i] as number) - (costs[i] as number)
+  return { allowed, tokens, retryAfterMs: 0 }
+}
+
+/** Milliseconds until a bucket holding `tokens` is full again (`Infinity` if it never refills and is not full). */
+export function msUntilFull (tokens: number, policy: BucketPolicy): number {
+  return msUntil(tokens, policy.capacity, policy)
+}

@@ -1,0 +1,99 @@
+/**
+ * One layer's step for one request: ask the store, then turn its decision into
+ * headers, a log line, `onLimit`, and either `done()` or a refusal.
+ * The store may answer synchronously; then no promise is made.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { BucketDecision } from './bucket.js'
+import { RateLimitedError, StoreUnavailableError } from './errors.js'
+import { retryAfterSeconds, writeHeaders, type NamedPolicy } from './headers.js'
+import type { LimitDecision, Settings } from './options.js'
+import type { BucketRequest } from './store.js'
+
+export type Done = (error?: Error) => void
+
+/** What one layer asks of the store for one request. */
+export interface Step {
+  layer: 'edge' | 'app'
+  /** The buckets to consume, all or nothing; `named[i]` describes `buckets[i]`. */
+  buckets: BucketRequest[]
+  named: readonly NamedPolicy[]
+  tier: string | undefined
+}
+
+function isPromise<T> (value: T | Promise<T>): value is Promise<T> {
+  return typeof (value as { then?: unknown }).then === 'function'
+}
+
+/** Runs `step` against the store and calls `done` once, with a refusal or with nothing. */
+export function runStep (settings: Settings, request: FastifyRequest, reply: FastifyReply, step: Step, done: Done): void {
+  let result: BucketDecision | Promise<BucketDecision>
+  try {
+    result = settings.store.consume(step.buckets)
+  } catch (error) {
+    storeFailed(request, reply, error, done)
+    return
+  }
+  if (isPromise(result)) {
+    result.then(
+      (decision) => { finish(settings, request, reply, step, decision, done) },
+      (error: unknown) => { storeFailed(request, reply, error, done) }
+    )
+  } else {
+    finish(settings, request, reply, step, result, done)
+  }
+}
+
+/** The decision as `onLimit` and the logs see it. */
+export function report (step: Pick<Step, 'buckets' | 'named' | 'tier'>, layer: LimitDecision['layer'], decision: BucketDecision): LimitDecision {
+  const result: LimitDecision = {
+    layer,
+    allowed: decision.allowed,
+    cost: (step.buckets[0] as BucketRequest).cost,
+    retryAfterMs: decision.retryAfterMs,
+    buckets: step.buckets.map((bucket, i) => ({
+      name: (step.named[i] as NamedPolicy).name,
+      key: bucket.key,
+      capacity: bucket.policy.capacity,
+      refillPerSecond: bucket.policy.refillPerSecond,
+      tokens: decision.tokens[i] as number
+    }))
+  }
+  if (step.tier !== undefined) result.tier = step.tier
+  return result
+}
+
+function finish (settings: Settings, request: FastifyRequest, reply: FastifyReply, step: Step, decision: BucketDecision, done: Done): void {
+  if (settings.headers !== false) writeHeaders(reply, settings.headers, step.named, decision.tokens)
+  if (decision.allowed) {
+    done()
+    return
+  }
+  const limit = report(step, step.layer, decision)
+  if (settings.onLimit !== undefined) {
+    try {
+      settings.onLimit(request, limit)
+    } catch (error) {
+      request.log.error({ err: error }, 'fastify-tollgate: onLimit threw')
+    }
+  }
+  if (settings.shadow) {
+    request.log.info({ rateLimit: limit }, 'fastify-tollgate: would refuse (shadow mode)')
+    done()
+    return
+  }
+  request.log.debug({ rateLimit: limit }, 'fastify-tollgate: refused')
+  const seconds = retryAfterSeconds(decision.retryAfterMs)
+  if (seconds !== undefined) reply.header('retry-after', seconds)
+  // RFC 6585: a 429 must not be stored by a cache.
+  reply.header('cache-control', 'no-store')
+  done(new RateLimitedError(seconds === undefined
+    ? 'never: this quota does not refill'
+    : `${seconds} second${seconds === 1 ? '' : 's'}`))
+}
+
+function storeFailed (request: FastifyRequest, reply: FastifyReply, error: unknown, done: Done): void {
+  request.log.error({ err: error }, 'fastify-tollgate: the store failed; request refused')
+  reply.header('retry-after', 1)
+  done(new StoreUnavailableError())
+}

@@ -1,0 +1,31 @@
+/**
+ * Every error this plugin raises, in one place. Each has a stable `code`
+ * (documented in the README's error table) and an HTTP status.
+ */
+import createError from '@fastify/error'
+
+/**
+ * 429: a bucket is empty. Built without a stack trace: refusals are routine
+ * and may come by the thousand per second. Argument: the retry delay in whole seconds.
+ */
+export const RateLimitedError = createError<'TOLLGATE_RATE_LIMITED', 429, [string]>(
+  'TOLLGATE_RATE_LIMITED', 'Rate limit exceeded, retry in %s', 429, Error, false)
+
+/** Startup: a plugin option is invalid. Argument: what was expected and what was given. */
+export const InvalidOptionError = createError<'TOLLGATE_INVALID_OPTION', 500, [string]>(
+  'TOLLGATE_INVALID_OPTION', 'Invalid fastify-tollgate option: %s', 500)
+
+/** Startup: a route's `config.rateLimit` is invalid. Arguments: the route, then what was expected and given. */
+export const InvalidRouteConfigError = createError<'TOLLGATE_INVALID_ROUTE_CONFIG', 500, [string, string]>(
+  'TOLLGATE_INVALID_ROUTE_CONFIG', 'Invalid config.rateLimit on route %s: %s', 500)
+
+/**
+ * 500 for one request: a route's cost function threw or returned something other
+ * than a finite number from 0 to the bucket's capacity. A server bug; never a free pass.
+ */
+export const InvalidCostError = createError<'TOLLGATE_INVALID_COST', 500, [string, string, { cause: unknown }?]>(
+  'TOLLGATE_INVALID_COST', 'The rate-limit cost of route %s is invalid: %s', 500)
+
+/** 503 for one request: the store failed to answer, and the request was not admitted. */
+export const StoreUnavailableError = createError<'TOLLGATE_STORE_UNAVAILABLE', 503>(
+  'TOLLGATE_STORE_UNAVAILABLE', 'The rate-limit store is unavailable, retry later', 503, Error, false)

@@ -1,0 +1,17 @@
+/** fastify-tollgate: two-layer token-bucket rate limiting for Fastify 5. */
+import plugin from './plugin.js'
+
+export default plugin
+export { plugin as tollgate }
+export type { TollgateDecorator } from './plugin.js'
+export { memoryStore, MemoryStore, type MemoryStoreOptions } from './stores/memory.js'
+export type { Store, BucketRequest } from './store.js'
+export { consume, tokensAt, msUntil, msUntilFull, type BucketPolicy, type BucketState, type BucketDecision } from './bucket.js'
+export type {
+  TollgateOptions, EdgeOptions, AppOptions, AppHookName, Identity, TierPolicies,
+  RouteRateLimit, RouteCost, LimitDecision, BucketReport
+} from './options.js'
+export type { HeaderStyle } from './headers.js'
+export {
+  RateLimitedError, InvalidOptionError, InvalidRouteConfigError, InvalidCostError, StoreUnavailableError
+} from './errors.js'

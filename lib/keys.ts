@@ -1,0 +1,87 @@
+/**
+ * Bucket keys: client addresses normalised, identities bounded and sanitised.
+ *
+ * A key reads `{<kind>:<identity>}:<bucket>`, e.g. `{ip:203.0.113.7}:edge`,
+ * `{user:42}:app`, `{user:42}:route:POST /export`. Every bucket of one identity
+ * shares the `{…}` hash tag (one Redis Cluster slot), and the kinds keep key
+ * spaces apart: a user whose id is an IP string never shares an anonymous bucket.
+ */
+import { createHash } from 'node:crypto'
+import { isIPv4, isIPv6 } from 'node:net'
+
+/** Longest identity kept verbatim; longer ones are hashed. */
+const MAX_IDENTITY_LENGTH = 100
+/** Identities made only of these characters are kept verbatim; others are hashed. */
+const SAFE_IDENTITY = /^[\w.:@/+=-]+$/
+
+/**
+ * An identity safe to put in a key: kept as it is when short and plain, else
+ * `~` and a SHA-256 digest (`~` is not a plain character, so a hashed identity
+ * never equals a verbatim one). It can never contain `{`, `}` or a newline.
+ */
+export function boundIdentity (identity: string): string {
+  if (identity.length <= MAX_IDENTITY_LENGTH && SAFE_IDENTITY.test(identity)) return identity
+  return '~' + createHash('sha256').update(identity).digest('base64url')
+}
+
+/** The key of bucket `bucket` for identity `identity` of kind `kind` (`ip`, `key`, `user`…). */
+export function bucketKey (kind: string, identity: string, bucket: string): string {
+  return `{${kind}:${boundIdentity(identity)}}:${bucket}`
+}
+
+/**
+ * The client address as a rate-limit identity: IPv4 as is; IPv4-mapped IPv6
+ * (`::ffff:1.2.3.4`) unmapped; other IPv6 reduced to its first `ipv6PrefixBits`
+ * bits (`2001:db8:1:2::/64`), since one host commonly holds a whole /64.
+ * Anything that is not an IP address is returned unchanged (and bounded later).
+ */
+export function clientAddress (ip: string | undefined, ipv6PrefixBits: number): string {
+  if (ip === undefined || ip === '') return 'unknown'
+  if (isIPv4(ip)) return ip
+  const zoneAt = ip.indexOf('%')
+  const address = zoneAt === -1 ? ip : ip.slice(0, zoneAt)
+  if (!isIPv6(address)) return ip
+  const groups = ipv6Groups(address)
+  if (groups[0] === 0 && groups[1] === 0 && groups[2] === 0 && groups[3] === 0 && groups[4] === 0 && groups[5] === 0xffff) {
+    const high = groups[6] as number
+    const low = groups[7] as number
+    return `${high >> 8}.${high & 0xff}.${low >> 8}.${low & 0xff}`
+  }
+  return ipv6Prefix(groups, ipv6PrefixBits)
+}
+
+/** The eight 16-bit groups of a valid IPv6 address (`::` expanded, a dotted IPv4 tail converted). */
+function ipv6Groups (address: string): number[] {
+  let text = address
+  const tail: number[] = []
+  const lastColon = text.lastIndexOf(':')
+  const last = text.slice(lastColon + 1)
+  if (last.includes('.')) {
+    const [a, b, c, d] = last.split('.').map(Number) as [number, number, number, number]
+    tail.push((a << 8) | b, (c << 8) | d)
+    text = text.slice(0, lastColon + 1) + '0'
+  }
+  const [head = '', rest] = text.split('::') as [string, string | undefined]
+  const parse = (part: string): number[] => part === '' ? [] : part.split(':').map((group) => parseInt(group, 16))
+  const front = parse(head)
+  let back = rest === undefined ? [] : parse(rest)
+  if (tail.length > 0) {
+    // The placeholder '0' stands for the two groups of the dotted tail.
+    if (rest === undefined) front.splice(front.length - 1, 1, ...tail)
+    else back = [...back.slice(0, -1), ...tail]
+  }
+  const zeros = new Array<number>(8 - front.length - back.length).fill(0)
+  return [...front, ...zeros, ...back]
+}
+
+/** `2001:db8:1:2::/64`: the first `bits` bits of the address, the rest zeroed. */
+function ipv6Prefix (groups: readonly number[], bits: number): string {
+  if (bits >= 128) return groups.map((group) => group.toString(16)).join(':')
+  const kept: string[] = []
+  for (let i = 0; i * 16 < bits; i++) {
+    const keepBits = Math.min(16, bits - i * 16)
+    const mask = (0xffff << (16 - keepBits)) & 0xffff
+    kept.push(((groups[i] as number) & mask).toString(16))
+  }
+  return `${kept.join(':')}${kept.length < 8 ? '::' : ''}/${bits}`
+}

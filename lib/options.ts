@@ -1,0 +1,280 @@
+/**
+ * Plugin options and route config: their types, and their validation into the
+ * settings the hooks use. Everything is checked at `register` and `onRoute`;
+ * a mistake fails startup with a coded error, never a request.
+ */
+import type { FastifyRequest, RouteOptions } from 'fastify'
+import type { BucketPolicy } from './bucket.js'
+import { InvalidRouteConfigError } from './errors.js'
+import { namedPolicy, type HeaderStyle, type NamedPolicy } from './headers.js'
+import type { Store } from './store.js'
+import { MemoryStore } from './stores/memory.js'
+import {
+  checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, checkPolicy, checkTiers,
+  describe, expected, failOption, type Fail
+} from './validate.js'
+
+/** Who made a request, as the app layer sees it. */
+export interface Identity {
+  /** A stable user id (the JWT `sub`): a non-empty string or a finite number. */
+  id: string | number
+  /** A tier name from `app.tiers`; unknown or missing means `default`. */
+  tier?: string | undefined
+}
+
+/** Policies by tier name; `default` is required, `anonymous` (optional) applies to unauthenticated requests. */
+export type TierPolicies = { default: BucketPolicy } & Record<string, BucketPolicy>
+
+export interface EdgeOptions extends BucketPolicy {
+  /**
+   * The client's identity at the edge, e.g. an API-key header. Default: the client
+   * IP as Fastify resolves it (`trustProxy` respected). Returning `undefined` or an
+   * empty string falls back to the client IP.
+   */
+  key?: (request: FastifyRequest) => string | undefined
+  /** IPv6 clients are grouped by this prefix length, in bits (1–128). Default 64. */
+  ipv6Subnet?: number
+}
+
+/** Where the app-layer hook runs: after the route's own hooks of that kind. */
+export type AppHookName = 'preHandler' | 'preValidation' | 'preParsing'
+
+export interface AppOptions {
+  /** Policies by tier; `default` is required. Tier names match exactly, own properties only. */
+  tiers: TierPolicies
+  /**
+   * Who the request is from. Default: `request.user.sub` and `request.user.tier`,
+   * as set by `@fastify/jwt` after verification. `undefined` means anonymous.
+   */
+  identify?: (request: FastifyRequest) => Identity | undefined
+  /** The hook the app layer runs in. Default `'preHandler'`. */
+  hook?: AppHookName
+}
+
+/** One bucket of a decision, as given to `onLimit` and returned by `tollgate.consume`. */
+export interface BucketReport {
+  /** The policy name in the headers: `edge`, `app`, `route`, or `manual`. */
+  name: string
+  /** The store key. */
+  key: string
+  capacity: number
+  refillPerSecond: number
+  /** Tokens left after the step (fractional). */
+  tokens: number
+}
+
+/** What a layer decided for one request. */
+export interface LimitDecision {
+  layer: 'edge' | 'app' | 'manual'
+  allowed: boolean
+  /** The tier applied (app layer). */
+  tier?: string
+  /** Tokens taken from the main bucket. */
+  cost: number
+  /** When refused: ms until the same request would pass (`Infinity`: never). 0 when allowed. */
+  retryAfterMs: number
+  buckets: BucketReport[]
+}
+
+export interface TollgateOptions {
+  /** Where bucket state lives. Default: `memoryStore()`. Closed when the app closes. */
+  store?: Store
+  /** Per client IP (or key), in `onRequest`. Omitted or `false`: disabled. */
+  edge?: EdgeOptions | false
+  /** Per user, after authentication. Omitted or `false`: disabled. */
+  app?: AppOptions | false
+  /** Which rate-limit headers to send. Default `'draft'`. */
+  headers?: HeaderStyle
+  /** Decide, count, send headers and log would-be refusals, but never refuse. Default `false`. */
+  shadow?: boolean
+  /** Called on every refusal (and would-be refusal in shadow mode). Errors it throws are logged. */
+  onLimit?: (request: FastifyRequest, decision: LimitDecision) => void
+}
+
+/** A route's cost: a number, or a function of the request returning a finite number ≥ 0. */
+export type RouteCost = number | ((request: FastifyRequest) => number)
+
+/** `config.rateLimit` of a route. */
+export interface RouteRateLimit {
+  /** Tokens taken from the user's main bucket. Default 1. */
+  cost?: RouteCost
+  /** The route's own bucket per user (one token per request), by tier; `default` is required. */
+  quota?: TierPolicies
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** fastify-tollgate: the route's cost and quota, or `false` to exempt it from both layers. */
+    rateLimit?: RouteRateLimit | false
+  }
+}
+
+export interface EdgeSettings {
+  bucket: NamedPolicy
+  key: ((request: FastifyRequest) => string | undefined) | undefined
+  ipv6Subnet: number
+}
+
+export interface AppSettings {
+  /** Tier name → policy named `app` (prototype-less). */
+  tiers: Record<string, NamedPolicy>
+  /** The tier of requests with no verified identity: `anonymous` when configured, else `default`. */
+  anonymousTier: string
+  identify: ((request: FastifyRequest) => Identity | undefined) | undefined
+  hook: AppHookName
+  /** The store's quota share, applied to route quotas too. */
+  quotaShare: number
+}
+
+export interface Settings {
+  store: Store
+  headers: HeaderStyle
+  shadow: boolean
+  onLimit: ((request: FastifyRequest, decision: LimitDecision) => void) | undefined
+  edge: EdgeSettings | undefined
+  app: AppSettings | undefined
+}
+
+export interface RouteSettings {
+  /** `POST /export`: names the route in keys, logs and errors. */
+  route: string
+  cost: RouteCost
+  /** Tier name → the route's own policy named `route`; `undefined` without a route quota. */
+  quota: Record<string, NamedPolicy> | undefined
+}
+
+const OPTION_KEYS = ['store', 'edge', 'app', 'headers', 'shadow', 'onLimit']
+const HOOKS: readonly AppHookName[] = ['preHandler', 'preValidation', 'preParsing']
+
+/** This process's share of a policy; capacity must still admit one request. */
+function share (fail: Fail, path: string, policy: BucketPolicy, quotaShare: number): BucketPolicy {
+  if (quotaShare === 1) return policy
+  const capacity = policy.capacity * quotaShare
+  if (capacity < 1) {
+    fail(`Expected \`${path}.capacity\` × the store's quota share (${+quotaShare.toPrecision(4)}) to be ≥ 1, got ${+capacity.toPrecision(4)} from \`${policy.capacity}\``)
+  }
+  return Object.freeze({ capacity, refillPerSecond: policy.refillPerSecond * quotaShare })
+}
+
+function namedTiers (fail: Fail, path: string, value: unknown, name: string, quotaShare: number): Record<string, NamedPolicy> {
+  const tiers = checkTiers(fail, path, value)
+  const named: Record<string, NamedPolicy> = Object.create(null)
+  for (const tier of Object.keys(tiers)) {
+    named[tier] = namedPolicy(name, share(fail, `${path}.${tier}`, tiers[tier] as BucketPolicy, quotaShare))
+  }
+  return named
+}
+
+function checkStore (value: unknown): Store {
+  if (value === undefined) return new MemoryStore()
+  const store = value as Partial<Store> | null
+  if (typeof store !== 'object' || store === null || typeof store.consume !== 'function' || typeof store.close !== 'function') {
+    expected(failOption, 'store', 'a store with consume() and close(), such as memoryStore()', value)
+  }
+  const quotaShare = store.quotaShare ?? 1
+  if (typeof quotaShare !== 'number' || !(quotaShare > 0 && quotaShare <= 1)) {
+    expected(failOption, 'store.quotaShare', 'a number in (0, 1]', quotaShare)
+  }
+  return store as Store
+}
+
+function checkEdge (value: unknown, quotaShare: number): EdgeSettings | undefined {
+  if (value === undefined || value === false) return undefined
+  const fail = failOption
+  const edge = checkObject(fail, 'edge', value)
+  const policy = checkPolicy(fail, 'edge', edge, ['key', 'ipv6Subnet'])
+  return {
+    bucket: namedPolicy('edge', share(fail, 'edge', policy, quotaShare)),
+    key: edge.key === undefined ? undefined : checkFunction(fail, 'edge.key', edge.key),
+    ipv6Subnet: edge.ipv6Subnet === undefined ? 64 : checkIpv6Subnet(edge.ipv6Subnet)
+  }
+}
+
+function checkIpv6Subnet (value: unknown): number {
+  const bits = checkInteger(failOption, 'edge.ipv6Subnet', value, 1)
+  if (bits > 128) expected(failOption, 'edge.ipv6Subnet', 'an integer from 1 to 128', value)
+  return bits
+}
+
+function checkApp (value: unknown, quotaShare: number): AppSettings | undefined {
+  if (value === undefined || value === false) return undefined
+  const fail = failOption
+  const app = checkObject(fail, 'app', value)
+  checkKnownKeys(fail, 'app', app, ['tiers', 'identify', 'hook'])
+  const tiers = namedTiers(fail, 'app.tiers', app.tiers, 'app', quotaShare)
+  const hook = app.hook ?? 'preHandler'
+  if (!HOOKS.includes(hook as AppHookName)) expected(fail, 'app.hook', HOOKS.map((h) => `'${h}'`).join(', or '), hook)
+  return {
+    tiers,
+    anonymousTier: 'anonymous' in tiers ? 'anonymous' : 'default',
+    identify: app.identify === undefined ? undefined : checkFunction(fail, 'app.identify', app.identify),
+    hook: hook as AppHookName,
+    quotaShare
+  }
+}
+
+/** Validates the plugin options (throws `TOLLGATE_INVALID_OPTION`). */
+export function checkOptions (value: unknown): Settings {
+  const fail = failOption
+  const options = checkObject(fail, 'options', value ?? {})
+  checkKnownKeys(fail, 'options', options, OPTION_KEYS)
+  const store = checkStore(options.store)
+  const quotaShare = store.quotaShare ?? 1
+  const edge = checkEdge(options.edge, quotaShare)
+  const app = checkApp(options.app, quotaShare)
+  if (edge === undefined && app === undefined) {
+    fail('Expected at least one layer: `edge` or `app` must be set (both are omitted or `false`)')
+  }
+  const headers = options.headers ?? 'draft'
+  if (headers !== 'draft' && headers !== 'legacy' && headers !== false) {
+    expected(fail, 'headers', "'draft', 'legacy' or false", headers)
+  }
+  const shadow = options.shadow ?? false
+  if (typeof shadow !== 'boolean') expected(fail, 'shadow', 'a boolean', shadow)
+  const onLimit = options.onLimit === undefined ? undefined : checkFunction<Settings['onLimit']>(fail, 'onLimit', options.onLimit)
+  return { store, headers, shadow, onLimit, edge, app }
+}
+
+/** `POST /export`, or `GET,HEAD /items` for a route with several methods. */
+export function routeName (routeOptions: Pick<RouteOptions, 'method' | 'url'>): string {
+  const method = Array.isArray(routeOptions.method) ? routeOptions.method.join(',') : routeOptions.method
+  return `${method} ${routeOptions.url}`
+}
+
+/**
+ * Validates a route's `config.rateLimit` (throws `TOLLGATE_INVALID_ROUTE_CONFIG`).
+ * Returns `false` for an exempt route. A numeric cost is checked against every
+ * tier it can run under, since a cost above a capacity could never pass.
+ */
+export function checkRouteConfig (route: string, value: unknown, app: AppSettings | undefined): RouteSettings | false {
+  const fail: Fail = (problem) => { throw new InvalidRouteConfigError(route, problem) }
+  if (value === false) return false
+  if (value === undefined) return { route, cost: 1, quota: undefined }
+  const config = checkObject(fail, 'rateLimit', value)
+  checkKnownKeys(fail, 'rateLimit', config, ['cost', 'quota'])
+  if (app === undefined && (config.cost !== undefined || config.quota !== undefined)) {
+    fail('`rateLimit.cost` and `rateLimit.quota` need the app layer, which is disabled (set the `app` option)')
+  }
+  const cost = config.cost ?? 1
+  if (typeof cost === 'number') {
+    checkNumber(fail, 'rateLimit.cost', cost, 0)
+    for (const tier of Object.keys(app?.tiers ?? {})) {
+      const capacity = (app?.tiers[tier] as NamedPolicy).policy.capacity
+      if (cost > capacity) {
+        fail(`Expected \`rateLimit.cost\` to be at most the capacity of every tier, got \`${cost}\` above tier \`${tier}\`'s capacity ${capacity}: it could never pass`)
+      }
+    }
+  } else if (typeof cost !== 'function') {
+    expected(fail, 'rateLimit.cost', 'a finite number ≥ 0 or a function of the request', cost)
+  }
+  let quota: Record<string, NamedPolicy> | undefined
+  if (config.quota !== undefined && app !== undefined) {
+    quota = namedTiers(fail, 'rateLimit.quota', config.quota, 'route', app.quotaShare)
+    for (const tier of Object.keys(quota)) {
+      if (!(tier in app.tiers)) {
+        fail(`Expected \`rateLimit.quota\` to name only tiers of \`app.tiers\` (${Object.keys(app.tiers).join(', ')}), got ${describe(tier)}`)
+      }
+    }
+  }
+  return { route, cost: cost as RouteCost, quota }
+}

@@ -1,0 +1,73 @@
+/**
+ * The plugin: options → hooks. The edge layer is a global `onRequest` hook; the
+ * app layer is attached to each route in `onRoute`; the store closes with the app.
+ */
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
+import fp from 'fastify-plugin'
+import { attachAppHook, createAppHook } from './app.js'
+import { report } from './decide.js'
+import { createEdgeHook } from './edge.js'
+import { namedPolicy } from './headers.js'
+import { bucketKey } from './keys.js'
+import { checkOptions, checkRouteConfig, routeName, type LimitDecision, type Settings, type TollgateOptions } from './options.js'
+import { checkNumber, checkPolicy, expected, failOption } from './validate.js'
+import type { BucketPolicy } from './bucket.js'
+
+/** `fastify.tollgate`: consume from a bucket by hand, for work that is not an HTTP route. */
+export interface TollgateDecorator {
+  /**
+   * Takes `cost` tokens (default 1) from the bucket named `key` with `policy`
+   * (scaled by the store's quota share, like every other policy). Never throws
+   * for a refusal: read `allowed` and `retryAfterMs`.
+   */
+  consume (key: string, policy: BucketPolicy, cost?: number): Promise<LimitDecision>
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    tollgate: TollgateDecorator
+  }
+}
+
+function decorator (settings: Settings): TollgateDecorator {
+  const quotaShare = settings.store.quotaShare ?? 1
+  return {
+    async consume (key, policy, cost = 1) {
+      if (typeof key !== 'string' || key === '') expected(failOption, 'key', 'a non-empty string', key)
+      const checked = checkPolicy(failOption, 'policy', policy)
+      const scaled = { capacity: checked.capacity * quotaShare, refillPerSecond: checked.refillPerSecond * quotaShare }
+      checkNumber(failOption, 'cost', cost, 0)
+      const step = { buckets: [{ key: bucketKey('manual', key, 'manual'), policy: scaled, cost }], named: [namedPolicy('manual', scaled)], tier: undefined }
+      return report(step, 'manual', await settings.store.consume(step.buckets))
+    }
+  }
+}
+
+// async: a validation error rejects register() instead of escaping avvio.
+const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyInstance, options) => {
+  const settings = checkOptions(options)
+  const { edge, app } = settings
+  const ipv6Subnet = edge?.ipv6Subnet ?? 64
+  const routeErrors: Error[] = []
+
+  fastify.decorate('tollgate', decorator(settings))
+  if (edge !== undefined) fastify.addHook('onRequest', createEdgeHook(settings, edge))
+  fastify.addHook('onRoute', (routeOptions) => {
+    const route = routeName(routeOptions)
+    try {
+      const routeSettings = checkRouteConfig(route, routeOptions.config?.rateLimit, app)
+      if (routeSettings !== false && app !== undefined) {
+        attachAppHook(routeOptions, app, createAppHook(settings, app, routeSettings, ipv6Subnet))
+      }
+    } catch (error) {
+      // Reported by ready(), wherever the route was declared.
+      routeErrors.push(error as Error)
+    }
+  })
+  fastify.addHook('onReady', async () => {
+    if (routeErrors.length > 0) throw routeErrors[0]
+  })
+  fastify.addHook('onClose', async () => { await settings.store.close() })
+}
+
+export default fp(tollgate, { fastify: '5.x', name: 'fastify-tollgate' })

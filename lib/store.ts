@@ -1,0 +1,34 @@
+/**
+ * The contract every store implements (memory, Redis, or your own).
+ * Stores keep bucket state by key and decide with the engine in `bucket.ts`.
+ */
+import type { BucketDecision, BucketPolicy } from './bucket.js'
+
+/** One bucket of a store step. */
+export interface BucketRequest {
+  /**
+   * The bucket's key. All keys of one step share one hash tag (the text between
+   * the first `{` and the next `}`), so a Redis Cluster can take them in one slot.
+   */
+  readonly key: string
+  readonly policy: BucketPolicy
+  /** Tokens to take, finite and ≥ 0 (checked before the store is called). */
+  readonly cost: number
+}
+
+export interface Store {
+  /**
+   * The part of every quota this process enforces, in (0, 1]: 1 when the state is
+   * shared or there is one process; `1 / N` for N replicas that each keep their own.
+   * Read once at startup. Default 1.
+   */
+  readonly quotaShare?: number
+  /**
+   * Takes every bucket's cost, all or nothing (see `consume` in bucket.ts).
+   * Answers synchronously when it can; a promise otherwise. A rejection or a throw
+   * means the store could not decide.
+   */
+  consume (buckets: readonly BucketRequest[]): BucketDecision | Promise<BucketDecision>
+  /** Releases timers and state when the app closes. Never closes a client the user owns. */
+  close (): void | Promise<void>
+}

@@ -1,0 +1,212 @@
+/**
+ * The default store: bucket state in this process, bounded, answering synchronously.
+ *
+ * State lives in typed arrays indexed by slot, with a `Map` from key to slot and a
+ * doubly linked list of slots in recency order: least-recently-used eviction in
+ * O(1), and no object per bucket.
+ */
+import { performance } from 'node:perf_hooks'
+import { consume, msUntilFull, type BucketDecision, type BucketPolicy, type BucketState } from '../bucket.js'
+import { checkFunction, checkInteger, checkKnownKeys, checkObject, failOption } from '../validate.js'
+import type { BucketRequest, Store } from '../store.js'
+
+export interface MemoryStoreOptions {
+  /**
+   * Returns the current time in milliseconds. Default: a monotonic clock
+   * (`performance.now()`), so wall-clock jumps do not refill buckets.
+   */
+  clock?: () => number
+  /**
+   * Most buckets kept at once; past it the least recently used is dropped
+   * (a dropped bucket comes back full). Default 100 000 (about 5 MB).
+   */
+  maxKeys?: number
+  /**
+   * This process is one of `replicas` that each keep their own state: every
+   * quota is divided by it (capacity and refill). Default 1.
+   */
+  replicas?: number
+  /** How often buckets that are full by now are dropped, in ms. Default 60 000. */
+  sweepIntervalMs?: number
+}
+
+const NONE = -1
+const INITIAL_SLOTS = 1024
+const defaultClock = (): number => performance.now()
+
+export class MemoryStore implements Store {
+  readonly quotaShare: number
+  readonly maxKeys: number
+  private readonly clock: () => number
+  private readonly sweepIntervalMs: number
+  private sweepTimer: NodeJS.Timeout | undefined
+
+  private readonly slots = new Map<string, number>()
+  private keys: Array<string | undefined> = []
+  private tokens = new Float64Array(0)
+  private lastMs = new Float64Array(0)
+  /** When each bucket is full again (ms, store clock); it may be dropped after that. */
+  private fullAtMs = new Float64Array(0)
+  private newer = new Int32Array(0)
+  private older = new Int32Array(0)
+  /** Least and most recently used slots. */
+  private oldest = NONE
+  private newest = NONE
+  private readonly freeSlots: number[] = []
+  private slotCount = 0
+
+  // Scratch space reused by every step: the hot path allocates no state objects.
+  private readonly states: Array<BucketState | undefined> = []
+  private readonly scratch: BucketState[] = []
+  private readonly slotOf: number[] = []
+  private readonly policies: BucketPolicy[] = []
+  private readonly costs: number[] = []
+
+  constructor (options: MemoryStoreOptions = {}) {
+    const fail = failOption
+    checkKnownKeys(fail, 'memoryStore', checkObject(fail, 'memoryStore', options), ['clock', 'maxKeys', 'replicas', 'sweepIntervalMs'])
+    const { clock = defaultClock, maxKeys = 100_000, replicas = 1, sweepIntervalMs = 60_000 } = options
+    this.clock = checkFunction(fail, 'memoryStore.clock', clock)
+    this.maxKeys = checkInteger(fail, 'memoryStore.maxKeys', maxKeys, 1)
+    this.quotaShare = 1 / checkInteger(fail, 'memoryStore.replicas', replicas, 1)
+    this.sweepIntervalMs = checkInteger(fail, 'memoryStore.sweepIntervalMs', sweepIntervalMs, 1)
+  }
+
+  /** Number of buckets held now. */
+  get size (): number {
+    return this.slots.size
+  }
+
+  consume (buckets: readonly BucketRequest[]): BucketDecision {
+    const nowMs = this.clock()
+    const count = buckets.length
+    const { states, scratch, slotOf, policies, costs } = this
+    states.length = slotOf.length = policies.length = costs.length = count
+    for (let i = 0; i < count; i++) {
+      const bucket = buckets[i] as BucketRequest
+      const slot = this.slots.get(bucket.key) ?? NONE
+      slotOf[i] = slot
+      policies[i] = bucket.policy
+      costs[i] = bucket.cost
+      if (slot === NONE) {
+        states[i] = undefined
+      } else {
+        const state = scratch[i] ?? (scratch[i] = { tokens: 0, lastMs: 0 })
+        state.tokens = this.tokens[slot] as number
+        state.lastMs = this.lastMs[slot] as number
+        states[i] = state
+      }
+    }
+    const decision = consume(states, policies, costs, nowMs)
+    // Known buckets first, so that inserting a new one never evicts a bucket of this step.
+    for (let i = 0; i < count; i++) {
+      const slot = slotOf[i] as number
+      states[i] = undefined
+      if (slot === NONE) continue
+      if (decision.allowed) this.write(slot, decision.tokens[i] as number, policies[i] as BucketPolicy, nowMs)
+      // Touched even on a refusal: a hot abusive key is the last one that should be evicted.
+      this.touch(slot)
+    }
+    if (decision.allowed) {
+      for (let i = 0; i < count; i++) {
+        if (slotOf[i] !== NONE) continue
+        const slot = this.insert((buckets[i] as BucketRequest).key)
+        this.write(slot, decision.tokens[i] as number, policies[i] as BucketPolicy, nowMs)
+      }
+    }
+    return decision
+  }
+
+  private write (slot: number, tokens: number, policy: BucketPolicy, nowMs: number): void {
+    this.tokens[slot] = tokens
+    this.lastMs[slot] = nowMs
+    this.fullAtMs[slot] = nowMs + msUntilFull(tokens, policy)
+  }
+
+  /** Drops every bucket that is full by now (an absent bucket is a full one). */
+  sweep (): void {
+    const nowMs = this.clock()
+    for (const [key, slot] of this.slots) {
+      if ((this.fullAtMs[slot] as number) <= nowMs) this.remove(key, slot)
+    }
+    if (this.slots.size === 0) this.stopSweeping()
+  }
+
+  close (): void {
+    this.stopSweeping()
+    this.slots.clear()
+    this.keys = []
+    this.freeSlots.length = 0
+    this.slotCount = 0
+    this.oldest = this.newest = NONE
+  }
+
+  /** A slot for a new key, evicting the least recently used bucket when full. */
+  private insert (key: string): number {
+    if (this.slots.size >= this.maxKeys) this.remove(this.keys[this.oldest] as string, this.oldest)
+    let slot = this.freeSlots.pop()
+    if (slot === undefined) {
+      slot = this.slotCount++
+      if (slot >= this.tokens.length) this.grow()
+    }
+    this.keys[slot] = key
+    this.slots.set(key, slot)
+    this.older[slot] = this.newest
+    this.newer[slot] = NONE
+    if (this.newest !== NONE) this.newer[this.newest] = slot
+    else this.oldest = slot
+    this.newest = slot
+    if (this.sweepTimer === undefined) {
+      this.sweepTimer = setInterval(() => { this.sweep() }, this.sweepIntervalMs)
+      this.sweepTimer.unref()
+    }
+    return slot
+  }
+
+  private remove (key: string, slot: number): void {
+    this.unlink(slot)
+    this.slots.delete(key)
+    this.keys[slot] = undefined
+    this.freeSlots.push(slot)
+  }
+
+  /** Marks `slot` as the most recently used. */
+  private touch (slot: number): void {
+    if (slot === this.newest) return
+    this.unlink(slot)
+    this.older[slot] = this.newest
+    this.newer[slot] = NONE
+    this.newer[this.newest] = slot
+    this.newest = slot
+  }
+
+  private unlink (slot: number): void {
+    const older = this.older[slot] as number
+    const newer = this.newer[slot] as number
+    if (older === NONE) this.oldest = newer
+    else this.newer[older] = newer
+    if (newer === NONE) this.newest = older
+    else this.older[newer] = older
+  }
+
+  /** Doubles the slot arrays, up to `maxKeys`. */
+  private grow (): void {
+    const size = Math.min(this.maxKeys, Math.max(INITIAL_SLOTS, this.tokens.length * 2))
+    const widen = <A extends Float64Array | Int32Array>(from: A, to: A): A => { to.set(from); return to }
+    this.tokens = widen(this.tokens, new Float64Array(size))
+    this.lastMs = widen(this.lastMs, new Float64Array(size))
+    this.fullAtMs = widen(this.fullAtMs, new Float64Array(size))
+    this.newer = widen(this.newer, new Int32Array(size))
+    this.older = widen(this.older, new Int32Array(size))
+  }
+
+  private stopSweeping (): void {
+    if (this.sweepTimer !== undefined) clearInterval(this.sweepTimer)
+    this.sweepTimer = undefined
+  }
+}
+
+/** Creates the in-process store (the default). */
+export function memoryStore (options?: MemoryStoreOptions): MemoryStore {
+  return new MemoryStore(options)
+}

@@ -1,0 +1,160 @@
+import t, { type Test } from 'tap'
+import { consume, msUntil, tokensAt, type BucketPolicy, type BucketState } from '../lib/bucket.js'
+import { conformanceCases } from './helpers.js'
+
+/** Runs steps through the pure engine, keeping state as a store would. */
+function runEngine (policies: BucketPolicy[], steps: Array<{ atMs: number, costs: number[] }>) {
+  const states: Array<BucketState | undefined> = policies.map(() => undefined)
+  return steps.map(({ atMs, costs }) => {
+    const decision = consume(states, policies, costs, atMs)
+    if (decision.allowed) decision.tokens.forEach((tokens, i) => { states[i] = { tokens, lastMs: atMs } })
+    return decision
+  })
+}
+
+t.test('conformance cases (../shared/conformance/token-bucket.json)', async (t) => {
+  const cases = conformanceCases()
+  t.ok(cases.length > 0, 'there are cases')
+  for (const c of cases) {
+    t.test(c.name, async (t) => {
+      const names = Object.keys(c.policies)
+      const states = new Map<string, BucketState>()
+      c.steps.forEach((step, n) => {
+        const used = Object.keys(step.costs)
+        const policies = used.map((name) => c.policies[name] as BucketPolicy)
+        const decision = consume(used.map((name) => states.get(name)), policies, used.map((name) => step.costs[name] as number), step.atMs)
+        t.equal(decision.allowed, step.allowed, `step ${n} at ${step.atMs} ms: allowed`)
+        used.forEach((name, i) => {
+          const before = tokensAt(states.get(name), c.policies[name] as BucketPolicy, step.atMs)
+          t.ok(Math.abs(before - (step.tokensBefore[name] as number)) < 1e-6, `step ${n}: ${name} held ${step.tokensBefore[name]} (got ${before})`)
+          if (decision.allowed) states.set(name, { tokens: decision.tokens[i] as number, lastMs: step.atMs })
+          else t.equal(decision.tokens[i], before, `step ${n}: a refusal leaves ${name} unchanged`)
+        })
+      })
+      t.ok(names.length > 0)
+    })
+  }
+})
+
+const B20R5: BucketPolicy = { capacity: 20, refillPerSecond: 5 }
+
+t.test('edge cases, by name', async (t) => {
+  const cases: Array<{ name: string, policy: BucketPolicy, steps: Array<{ atMs: number, cost: number }>, allowed: boolean[], check?: (decisions: ReturnType<typeof runEngine>, t: Test) => void }> = [
+    {
+      name: 'a new bucket starts full',
+      policy: B20R5,
+      steps: [{ atMs: 0, cost: 20 }],
+      allowed: [true]
+    },
+    {
+      name: 'clock going backwards adds no tokens',
+      policy: { capacity: 2, refillPerSecond: 1 },
+      steps: [{ atMs: 10_000, cost: 2 }, { atMs: 5_000, cost: 1 }, { atMs: 0, cost: 1 }],
+      allowed: [true, false, false]
+    },
+    {
+      name: 'after a backward jump, an allowed step records the earlier time (x/time/rate)',
+      policy: { capacity: 2, refillPerSecond: 1 },
+      steps: [{ atMs: 10_000, cost: 1 }, { atMs: 9_000, cost: 1 }, { atMs: 10_000, cost: 1 }],
+      // at 9 000 one token is left and taken, last = 9 000; at 10 000 one second has passed: 1 token
+      allowed: [true, true, true]
+    },
+    {
+      name: 'cost above capacity never passes, even on a full bucket',
+      policy: { capacity: 5, refillPerSecond: 100 },
+      steps: [{ atMs: 0, cost: 6 }, { atMs: 1e9, cost: 6 }],
+      allowed: [false, false],
+      check: (d, t) => { t.equal(d[0]?.retryAfterMs, Infinity, 'retry never') }
+    },
+    {
+      name: 'zero rate: the burst passes, nothing refills, retry is never',
+      policy: { capacity: 3, refillPerSecond: 0 },
+      steps: [{ atMs: 0, cost: 3 }, { atMs: Number.MAX_SAFE_INTEGER, cost: 1 }],
+      allowed: [true, false],
+      check: (d, t) => { t.equal(d[1]?.retryAfterMs, Infinity); t.equal(d[1]?.tokens[0], 0) }
+    },
+    {
+      name: 'tiny rate: one token per ~31.7 years',
+      policy: { capacity: 1, refillPerSecond: 1e-9 },
+      steps: [{ atMs: 0, cost: 1 }, { atMs: 1e12 - 1, cost: 1 }, { atMs: 1e12, cost: 1 }],
+      allowed: [true, false, true],
+      check: (d, t) => { t.ok(Math.abs((d[1]?.retryAfterMs ?? 0) - 1) < 1e-3, 'retry ≈ 1 ms') }
+    },
+    {
+      name: 'huge rate: refill caps at capacity, no overflow',
+      policy: { capacity: 10, refillPerSecond: Number.MAX_VALUE },
+      steps: [{ atMs: 0, cost: 10 }, { atMs: 0, cost: 1 }, { atMs: 1, cost: 10 }, { atMs: Number.MAX_SAFE_INTEGER, cost: 10 }],
+      allowed: [true, false, true, true],
+      check: (d, t) => { t.ok(Number.isFinite(d[2]?.tokens[0]), 'tokens stay finite'); t.equal(d[3]?.tokens[0], 0) }
+    },
+    {
+      name: 'huge elapsed time caps at capacity',
+      policy: B20R5,
+      steps: [{ atMs: 0, cost: 20 }, { atMs: 1e15, cost: 20 }, { atMs: 1e15, cost: 1 }],
+      allowed: [true, true, false]
+    },
+    {
+      name: 'cost 0 always passes and takes nothing',
+      policy: { capacity: 1, refillPerSecond: 0 },
+      steps: [{ atMs: 0, cost: 1 }, { atMs: 0, cost: 0 }],
+      allowed: [true, true],
+      check: (d, t) => { t.equal(d[1]?.tokens[0], 0) }
+    },
+    {
+      name: 'fractional tokens are kept, not rounded',
+      policy: { capacity: 1, refillPerSecond: 3 },
+      steps: [{ atMs: 0, cost: 1 }, { atMs: 100, cost: 0.3 }, { atMs: 100, cost: 0.01 }],
+      allowed: [true, true, false],
+      check: (d, t) => { t.ok(Math.abs((d[1]?.tokens[0] ?? -1)) < 1e-9, '0.3 - 0.3 = 0') }
+    }
+  ]
+  for (const c of cases) {
+    t.test(c.name, async (t) => {
+      const decisions = runEngine([c.policy], c.steps.map((s) => ({ atMs: s.atMs, costs: [s.cost] })))
+      t.same(decisions.map((d) => d.allowed), c.allowed)
+      c.check?.(decisions, t)
+    })
+  }
+})
+
+t.test('a refusal changes nothing and allowed steps record time', async (t) => {
+  const state: BucketState = { tokens: 0.5, lastMs: 1000 }
+  const decision = consume([state], [B20R5], [1], 1000)
+  t.equal(decision.allowed, false)
+  t.same(state, { tokens: 0.5, lastMs: 1000 }, 'the state object is not touched')
+  t.equal(decision.tokens[0], 0.5)
+})
+
+t.test('retry time is exact: retrying at it passes, a millisecond before does not', async (t) => {
+  const policy = { capacity: 20, refillPerSecond: 5 }
+  const empty: BucketState = { tokens: 0, lastMs: 0 }
+  const denied = consume([empty], [policy], [3], 0)
+  t.equal(denied.retryAfterMs, 600)
+  t.equal(consume([empty], [policy], [3], 599).allowed, false)
+  t.equal(consume([empty], [policy], [3], 600).allowed, true)
+})
+
+t.test('all or nothing over several buckets', async (t) => {
+  const user = { capacity: 20, refillPerSecond: 5 }
+  const route = { capacity: 1, refillPerSecond: 0.5 }
+  const userState: BucketState = { tokens: 20, lastMs: 0 }
+  const routeState: BucketState = { tokens: 0, lastMs: 0 }
+  const decision = consume([userState, routeState], [user, route], [10, 1], 0)
+  t.equal(decision.allowed, false)
+  t.same(decision.tokens, [20, 0], 'the user bucket is not debited when the route bucket denies')
+  t.equal(decision.retryAfterMs, 2000, 'the retry waits for the slowest bucket')
+  const both = consume([userState, { tokens: 1, lastMs: 0 }], [user, route], [10, 1], 0)
+  t.same(both.tokens, [10, 0], 'both debited together')
+  const slowRoute = { capacity: 1, refillPerSecond: 0.25 }
+  const twoShort = consume([{ tokens: 0, lastMs: 0 }, routeState], [user, slowRoute], [10, 1], 0)
+  t.equal(twoShort.retryAfterMs, 4000, 'the longest wait of the short buckets (4 000 ms for the route, 2 000 for the user)')
+  const userSlower = consume([{ tokens: 0, lastMs: 0 }, routeState], [user, route], [20, 1], 0)
+  t.equal(userSlower.retryAfterMs, 4000, '20 tokens at 5/s wait longer than 1 at 0.5/s')
+})
+
+t.test('msUntil', async (t) => {
+  t.equal(msUntil(5, 3, B20R5), 0, 'already there')
+  t.equal(msUntil(0, 1, B20R5), 200)
+  t.equal(msUntil(0, 21, B20R5), Infinity, 'above capacity')
+  t.equal(msUntil(0, 1, { capacity: 1, refillPerSecond: 0 }), Infinity, 'no refill')
+})

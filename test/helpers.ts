@@ -1,0 +1,97 @@
+/** Shared test helpers: the conformance cases, a manual clock, and app builders. */
+import { readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import Fastify, { type FastifyInstance, type FastifyServerOptions, type InjectOptions } from 'fastify'
+import jwt from '@fastify/jwt'
+import type { Test } from 'tap'
+import tollgate, { memoryStore, type MemoryStore, type TollgateOptions, type BucketPolicy, type Store } from '../lib/index.js'
+
+export interface ConformanceStep {
+  atMs: number
+  costs: Record<string, number>
+  allowed: boolean
+  tokensBefore: Record<string, number>
+}
+export interface ConformanceCase {
+  name: string
+  note: string
+  policies: Record<string, BucketPolicy>
+  steps: ConformanceStep[]
+}
+
+/**
+ * The cases of `../shared/conformance/token-bucket.json` (next to the repository),
+ * or of the file named by TOLLGATE_CONFORMANCE. A missing file fails the tests.
+ */
+export function conformanceCases (): ConformanceCase[] {
+  const file = process.env.TOLLGATE_CONFORMANCE ??
+    fileURLToPath(new URL('../../../shared/conformance/token-bucket.json', import.meta.url))
+  return (JSON.parse(readFileSync(file, 'utf8')) as { cases: ConformanceCase[] }).cases
+}
+
+/** A clock the test moves by hand (ms). */
+export function manualClock (start = 0): { now: () => number, set: (ms: number) => void, advance: (ms: number) => void } {
+  let ms = start
+  return { now: () => ms, set: (value) => { ms = value }, advance: (delta) => { ms += delta } }
+}
+
+export const SECRET = 'tollgate-test-secret-0123456789'
+
+export interface TestApp {
+  app: FastifyInstance
+  store: MemoryStore
+  clock: ReturnType<typeof manualClock>
+}
+
+/**
+ * A Fastify app with the plugin on a memory store driven by a manual clock,
+ * @fastify/jwt, and a global `onRequest` hook that verifies a bearer token when
+ * there is one (and leaves `request.user` null when it fails).
+ */
+export async function buildApp (options: Omit<TollgateOptions, 'store'>, fastifyOptions: FastifyServerOptions = {}): Promise<TestApp> {
+  const clock = manualClock()
+  const store = memoryStore({ clock: clock.now })
+  const app = Fastify(fastifyOptions)
+  await app.register(tollgate, { ...options, store })
+  await app.register(jwt, { secret: SECRET })
+  app.addHook('onRequest', async (request) => {
+    if (request.headers.authorization === undefined) return
+    try { await request.jwtVerify() } catch { /* anonymous */ }
+  })
+  return { app, store, clock }
+}
+
+/** Sends `count` identical requests one after another; returns their status codes. */
+export async function statuses (app: FastifyInstance, count: number, options: InjectOptions = { url: '/' }): Promise<number[]> {
+  const codes: number[] = []
+  for (let i = 0; i < count; i++) codes.push((await app.inject(options)).statusCode)
+  return codes
+}
+
+export const count = (codes: number[], code: number): number => codes.filter((c) => c === code).length
+
+/**
+ * Runs every conformance case through a store. `setTime(ms)` moves the store's
+ * clock; `tag` keeps the cases' keys apart. Tokens before a step are read back
+ * from the decision: unchanged when refused, tokens after + cost when allowed.
+ */
+export async function storeConformance (t: Test, store: Store, setTime: (ms: number) => void, tag: string): Promise<void> {
+  for (const c of conformanceCases()) {
+    await t.test(c.name, async (t) => {
+      for (const [n, step] of c.steps.entries()) {
+        setTime(step.atMs)
+        const names = Object.keys(step.costs)
+        const decision = await store.consume(names.map((name) => ({
+          key: `{${tag}:${c.name}}:${name}`,
+          policy: c.policies[name] as BucketPolicy,
+          cost: step.costs[name] as number
+        })))
+        t.equal(decision.allowed, step.allowed, `step ${n} at ${step.atMs} ms: allowed`)
+        names.forEach((name, i) => {
+          const before = (decision.tokens[i] as number) + (decision.allowed ? step.costs[name] as number : 0)
+          t.ok(Math.abs(before - (step.tokensBefore[name] as number)) < 1e-6, `step ${n}: ${name} held ${step.tokensBefore[name]} (got ${before})`)
+        })
+      }
+    })
+  }
+}
