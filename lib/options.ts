@@ -216,7 +216,7 @@ function checkApp (value: unknown, quotaShare: number): AppSettings | undefined 
 /** Validates the plugin options (throws `TOLLGATE_INVALID_OPTION`). */
 export function checkOptions (value: unknown): Settings {
   const fail = failOption
-  const options = checkObject(fail, 'options', value ?? {})
+  const options = checkObject(fail, 'options', value)
   checkKnownKeys(fail, 'options', options, OPTION_KEYS)
   const store = checkStore(options.store)
   const quotaShare = store.quotaShare ?? 1
@@ -252,14 +252,17 @@ export function checkRouteConfig (route: string, value: unknown, app: AppSetting
   if (value === undefined) return { route, cost: 1, quota: undefined }
   const config = checkObject(fail, 'rateLimit', value)
   checkKnownKeys(fail, 'rateLimit', config, ['cost', 'quota'])
-  if (app === undefined && (config.cost !== undefined || config.quota !== undefined)) {
-    fail('`rateLimit.cost` and `rateLimit.quota` need the app layer, which is disabled (set the `app` option)')
+  if (app === undefined) {
+    if (config.cost !== undefined || config.quota !== undefined) {
+      fail('`rateLimit.cost` and `rateLimit.quota` need the app layer, which is disabled (set the `app` option)')
+    }
+    return { route, cost: 1, quota: undefined }
   }
   const cost = config.cost ?? 1
   if (typeof cost === 'number') {
     checkNumber(fail, 'rateLimit.cost', cost, 0)
-    for (const tier of Object.keys(app?.tiers ?? {})) {
-      const capacity = (app?.tiers[tier] as NamedPolicy).policy.capacity
+    for (const tier of Object.keys(app.tiers)) {
+      const capacity = (app.tiers[tier] as NamedPolicy).policy.capacity
       if (cost > capacity) {
         fail(`Expected \`rateLimit.cost\` to be at most the capacity of every tier, got \`${cost}\` above tier \`${tier}\`'s capacity ${capacity}: it could never pass`)
       }
@@ -268,7 +271,7 @@ export function checkRouteConfig (route: string, value: unknown, app: AppSetting
     expected(fail, 'rateLimit.cost', 'a finite number ≥ 0 or a function of the request', cost)
   }
   let quota: Record<string, NamedPolicy> | undefined
-  if (config.quota !== undefined && app !== undefined) {
+  if (config.quota !== undefined) {
     quota = namedTiers(fail, 'rateLimit.quota', config.quota, 'route', app.quotaShare)
     for (const tier of Object.keys(quota)) {
       if (!(tier in app.tiers)) {

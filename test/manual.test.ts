@@ -1,0 +1,40 @@
+import t from 'tap'
+import Fastify from 'fastify'
+import tollgate, { memoryStore } from '../lib/index.js'
+import { manualClock } from './helpers.js'
+
+t.test('fastify.tollgate.consume takes from a bucket by hand', async (t) => {
+  const clock = manualClock()
+  const app = Fastify()
+  await app.register(tollgate, { store: memoryStore({ clock: clock.now }), edge: { capacity: 1, refillPerSecond: 1 } })
+  await app.ready()
+  const jobs = { capacity: 3, refillPerSecond: 1 }
+  const first = await app.tollgate.consume('jobs:tenant-1', jobs, 2)
+  t.match(first, { layer: 'manual', allowed: true, cost: 2, retryAfterMs: 0, buckets: [{ name: 'manual', capacity: 3, tokens: 1 }] })
+  const second = await app.tollgate.consume('jobs:tenant-1', jobs, 2)
+  t.match(second, { allowed: false, retryAfterMs: 1000 })
+  t.match(await app.tollgate.consume('jobs:tenant-2', jobs), { allowed: true }, 'another key')
+  t.match(await app.tollgate.consume('jobs:tenant-1', jobs), { allowed: true, buckets: [{ tokens: 0 }] }, 'default cost 1')
+  await app.close()
+})
+
+t.test('manual keys live apart from request keys, and shares apply', async (t) => {
+  const app = Fastify()
+  await app.register(tollgate, { store: memoryStore({ replicas: 2 }), edge: { capacity: 2, refillPerSecond: 1 } })
+  app.get('/', async () => 'ok')
+  await app.ready()
+  const decision = await app.tollgate.consume('127.0.0.1', { capacity: 4, refillPerSecond: 2 })
+  t.match(decision.buckets[0], { capacity: 2, refillPerSecond: 1, tokens: 1, key: '{manual:127.0.0.1}:manual' })
+  t.equal((await app.inject('/')).statusCode, 200, 'the edge bucket of 127.0.0.1 is untouched')
+  await app.close()
+})
+
+t.test('invalid manual arguments throw a coded error', async (t) => {
+  const app = Fastify()
+  await app.register(tollgate, { edge: { capacity: 2, refillPerSecond: 1 } })
+  await app.ready()
+  await t.rejects(app.tollgate.consume('', { capacity: 1, refillPerSecond: 1 }), { code: 'TOLLGATE_INVALID_OPTION', message: /`key` to be a non-empty string/ })
+  await t.rejects(app.tollgate.consume('k', { capacity: 0, refillPerSecond: 1 }), { code: 'TOLLGATE_INVALID_OPTION', message: /`policy\.capacity`/ })
+  await t.rejects(app.tollgate.consume('k', { capacity: 1, refillPerSecond: 1 }, -1), { code: 'TOLLGATE_INVALID_OPTION', message: /`cost`/ })
+  await app.close()
+})

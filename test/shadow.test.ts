@@ -1,0 +1,63 @@
+import t from 'tap'
+import { Writable } from 'node:stream'
+import { buildApp, statuses } from './helpers.js'
+import type { LimitDecision } from '../lib/index.js'
+
+function logSink () {
+  const lines: Array<{ level: number, msg: string, rateLimit?: LimitDecision }> = []
+  const stream = new Writable({ write (chunk, _encoding, callback) { lines.push(JSON.parse(String(chunk))); callback() } })
+  return { lines, logger: { level: 'debug', stream } }
+}
+
+t.test('shadow mode decides, counts, sets headers and logs would-be refusals, but never refuses', async (t) => {
+  const { lines, logger } = logSink()
+  const seen: LimitDecision[] = []
+  const { app } = await buildApp({ edge: { capacity: 2, refillPerSecond: 1 }, shadow: true, onLimit: (_request, decision) => { seen.push(decision) } }, { logger })
+  app.get('/', async () => 'ok')
+  t.same(await statuses(app, 4), [200, 200, 200, 200])
+  const response = await app.inject('/')
+  t.equal(response.headers['ratelimit'], '"edge";r=0;t=2', 'counted: the bucket is empty')
+  t.equal(response.headers['retry-after'], undefined)
+  t.equal(seen.length, 3, 'onLimit saw every would-be refusal')
+  const shadowLines = lines.filter((line) => line.msg.includes('shadow'))
+  t.equal(shadowLines.length, 3)
+  t.equal(shadowLines[0]?.level, 30, 'logged at info')
+  t.match(shadowLines[0]?.rateLimit, { layer: 'edge', allowed: false, cost: 1, retryAfterMs: 1000 })
+  await app.close()
+})
+
+t.test('onLimit gets the decision of each refusal; refusals are logged at debug', async (t) => {
+  const { lines, logger } = logSink()
+  const seen: LimitDecision[] = []
+  const { app } = await buildApp({
+    app: { tiers: { default: { capacity: 20, refillPerSecond: 5 }, vip: { capacity: 40, refillPerSecond: 5 } } },
+    onLimit: (_request, decision) => { seen.push(decision) }
+  }, { logger })
+  app.post('/export', { config: { rateLimit: { cost: 10, quota: { default: { capacity: 5, refillPerSecond: 1 } } } } }, async () => 'ok')
+  await app.ready()
+  const headers = { authorization: `Bearer ${app.jwt.sign({ sub: 'alice', tier: 'vip' })}` }
+  for (let i = 0; i < 5; i++) await app.inject({ method: 'POST', url: '/export', headers })
+  t.equal(seen.length, 1)
+  t.same(seen[0], {
+    layer: 'app',
+    allowed: false,
+    tier: 'vip',
+    cost: 10,
+    retryAfterMs: 2000,
+    buckets: [
+      { name: 'app', key: '{user:alice}:app', capacity: 40, refillPerSecond: 5, tokens: 0 },
+      { name: 'route', key: '{user:alice}:route:POST /export', capacity: 5, refillPerSecond: 1, tokens: 1 }
+    ]
+  })
+  t.equal(lines.filter((line) => line.msg === 'fastify-tollgate: refused' && line.level === 20).length, 1)
+  await app.close()
+})
+
+t.test('an onLimit that throws is logged and the refusal still happens', async (t) => {
+  const { lines, logger } = logSink()
+  const { app } = await buildApp({ edge: { capacity: 1, refillPerSecond: 1 }, onLimit: () => { throw new Error('metrics down') } }, { logger })
+  app.get('/', async () => 'ok')
+  t.same(await statuses(app, 2), [200, 429])
+  t.ok(lines.some((line) => line.msg.includes('onLimit threw') && line.level === 50))
+  await app.close()
+})
