@@ -102,6 +102,6 @@ export function attachAppHook (routeOptions: RouteOptions, app: AppSettings, hoo
     }
     : hook
   const existing: unknown = routeOptions[name]
-  const hooks = existing === undefined ? [] : Array.isArray(existing) ? existing : [existing]
+  const hooks: unknown[] = existing === undefined ? [] : Array.isArray(existing) ? existing as unknown[] : [existing]
   ;(routeOptions as unknown as Record<string, unknown>)[name] = [...hooks, handler]
 }

@@ -158,7 +158,7 @@ function share (fail: Fail, path: string, policy: BucketPolicy, quotaShare: numb
 
 function namedTiers (fail: Fail, path: string, value: unknown, name: string, quotaShare: number): Record<string, NamedPolicy> {
   const tiers = checkTiers(fail, path, value)
-  const named: Record<string, NamedPolicy> = Object.create(null)
+  const named = Object.create(null) as Record<string, NamedPolicy>
   for (const tier of Object.keys(tiers)) {
     named[tier] = namedPolicy(name, share(fail, `${path}.${tier}`, tiers[tier] as BucketPolicy, quotaShare))
   }
@@ -167,8 +167,8 @@ function namedTiers (fail: Fail, path: string, value: unknown, name: string, quo
 
 function checkStore (value: unknown): Store {
   if (value === undefined) return new MemoryStore()
-  const store = value as Partial<Store> | null
-  if (typeof store !== 'object' || store === null || typeof store.consume !== 'function' || typeof store.close !== 'function') {
+  const store = (typeof value === 'object' && value !== null ? value : {}) as Partial<Store>
+  if (typeof store.consume !== 'function' || typeof store.close !== 'function') {
     expected(failOption, 'store', 'a store with consume() and close(), such as memoryStore()', value)
   }
   const quotaShare = store.quotaShare ?? 1

@@ -65,7 +65,8 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
     }
   })
   fastify.addHook('onReady', async () => {
-    if (routeErrors.length > 0) throw routeErrors[0]
+    const [first] = routeErrors
+    if (first !== undefined) throw first
   })
   fastify.addHook('onClose', async () => { await settings.store.close() })
 }

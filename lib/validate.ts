@@ -17,7 +17,7 @@ export function describe (value: unknown): string {
   if (typeof value === 'string') shown = JSON.stringify(value)
   else if (typeof value === 'function') shown = `function ${value.name || '(anonymous)'}`
   else if (typeof value === 'object' && value !== null) {
-    try { shown = JSON.stringify(value) ?? String(value) } catch { shown = Object.prototype.toString.call(value) }
+    try { shown = JSON.stringify(value) ?? Object.prototype.toString.call(value) } catch { shown = Object.prototype.toString.call(value) }
   } else shown = String(value)
   if (shown.length > 80) shown = shown.slice(0, 77) + '...'
   const type = value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value
@@ -30,7 +30,7 @@ export function expected (fail: Fail, path: string, what: string, value: unknown
 
 export function isPlainObject (value: unknown): value is Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return false
-  const proto = Object.getPrototypeOf(value)
+  const proto: unknown = Object.getPrototypeOf(value)
   return proto === Object.prototype || proto === null
 }
 
@@ -86,7 +86,7 @@ export function checkTiers (fail: Fail, path: string, value: unknown): Record<st
   if (!Object.hasOwn(tiers, 'default')) {
     fail(`Expected \`${path}\` to contain a \`default\` tier, got tiers ${describe(Object.keys(tiers))}`)
   }
-  const checked: Record<string, BucketPolicy> = Object.create(null)
+  const checked = Object.create(null) as Record<string, BucketPolicy>
   for (const name of Object.keys(tiers)) checked[name] = checkPolicy(fail, `${path}.${name}`, tiers[name])
   return checked
 }

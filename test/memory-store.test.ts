@@ -1,6 +1,6 @@
 import t from 'tap'
 import Fastify from 'fastify'
-import tollgate, { memoryStore, MemoryStore } from '../lib/index.js'
+import tollgate, { memoryStore, type MemoryStore } from '../lib/index.js'
 import { manualClock, storeConformance } from './helpers.js'
 
 const policy = { capacity: 2, refillPerSecond: 1 }

@@ -6,7 +6,7 @@ import { describe } from '../lib/validate.js'
 const policy = { capacity: 20, refillPerSecond: 5 }
 const tiers = { default: policy, vip: { capacity: 200, refillPerSecond: 50 } }
 
-async function readyWith (options: unknown, routes: (app: ReturnType<typeof Fastify>) => void = () => {}) {
+async function readyWith (options: unknown, routes: (app: FastifyInstance) => void = () => {}) {
   const app = Fastify()
   app.register(tollgate, options as TollgateOptions)
   app.after(() => { routes(app) })
@@ -44,6 +44,7 @@ t.test('invalid plugin options make ready() reject with TOLLGATE_INVALID_OPTION,
     ['bad shadow', { edge: policy, shadow: 'yes' }, /Expected `shadow` to be a boolean/],
     ['bad onLimit', { edge: policy, onLimit: 1 }, /`onLimit` to be a function/],
     ['bad store', { edge: policy, store: {} }, /Expected `store` to be a store with consume\(\) and close\(\)/],
+    ['null store', { edge: policy, store: null }, /Expected `store` to be a store.*`null` \(null\)/],
     ['bad store quotaShare', { edge: policy, store: { consume () {}, close () {}, quotaShare: 2 } }, /`store\.quotaShare` to be a number in \(0, 1\], got `2`/],
     ['options not an object', 'fast', /Expected `options` to be an object/]
   ]
@@ -125,7 +126,7 @@ t.test('describe shows values as a reader would recognise them', async (t) => {
 })
 
 t.test('objects without a prototype are accepted as options; class instances are not', async (t) => {
-  const edge = Object.assign(Object.create(null), { capacity: 2, refillPerSecond: 1 })
+  const edge = Object.assign(Object.create(null) as object, { capacity: 2, refillPerSecond: 1 })
   await t.resolves(readyWith({ edge }))
   class Policy { capacity = 2; refillPerSecond = 1 }
   await t.rejects(readyWith({ edge: new Policy() }), { message: /Expected `edge` to be an object/ })

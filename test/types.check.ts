@@ -1,0 +1,78 @@
+/**
+ * Type tests, checked by `tsc` as part of `npm test` (a type error fails the build).
+ * Imports the package by name, so it checks the published declarations in dist/.
+ */
+import Fastify, { type FastifyRequest, type RouteShorthandOptions } from 'fastify'
+import tollgate, { memoryStore, type LimitDecision, type RouteCost, type Store, type TollgateOptions } from 'fastify-tollgate'
+
+const app = Fastify()
+
+// Options are typed.
+const options: TollgateOptions = {
+  store: memoryStore({ clock: () => Date.now(), maxKeys: 1000, replicas: 3 }),
+  edge: { capacity: 100, refillPerSecond: 50, key: (request) => request.headers['x-api-key'] as string | undefined, ipv6Subnet: 56 },
+  app: {
+    tiers: { default: { capacity: 20, refillPerSecond: 5 }, vip: { capacity: 200, refillPerSecond: 50 } },
+    identify: (request: FastifyRequest) => ({ id: String(request.headers['x-user']), tier: 'vip' }),
+    hook: 'preValidation'
+  },
+  headers: 'legacy',
+  shadow: true,
+  onLimit: (_request, decision: LimitDecision) => { void decision.retryAfterMs }
+}
+void app.register(tollgate, options)
+void app.register(tollgate, { edge: { capacity: 1, refillPerSecond: 0 }, app: false })
+
+// @ts-expect-error: a tier map needs `default`
+const noDefault: TollgateOptions = { app: { tiers: { vip: { capacity: 1, refillPerSecond: 1 } } } }
+// @ts-expect-error: capacity is a number
+const stringCapacity: TollgateOptions = { edge: { capacity: '10', refillPerSecond: 1 } }
+// @ts-expect-error: not a hook the app layer can run in
+const badHook: TollgateOptions = { app: { tiers: { default: { capacity: 1, refillPerSecond: 1 } }, hook: 'onSend' } }
+// @ts-expect-error: unknown option
+const unknownOption: TollgateOptions = { edge: { capacity: 1, refillPerSecond: 1 }, limit: 5 }
+void [noDefault, stringCapacity, badHook, unknownOption]
+
+// Route config is typed by declaration merging.
+app.post('/export', { config: { rateLimit: { cost: 10 } } }, async () => 'ok')
+app.post('/rows', { config: { rateLimit: { cost: (request) => Number(request.headers['x-rows'] ?? 1) } } }, async () => 'ok')
+app.post('/report', { config: { rateLimit: { quota: { default: { capacity: 3, refillPerSecond: 0.05 }, vip: { capacity: 10, refillPerSecond: 1 } } } } }, async () => 'ok')
+app.get('/health', { config: { rateLimit: false } }, async () => 'ok')
+// @ts-expect-error: `true` is not a route config
+const typedOptions: RouteShorthandOptions = { config: { rateLimit: true } }
+// @ts-expect-error: cost is a number or a function
+const typedCost: RouteShorthandOptions = { config: { rateLimit: { cost: '10' } } }
+// @ts-expect-error: unknown route option
+const typedUnknown: RouteShorthandOptions = { config: { rateLimit: { costs: 1 } } }
+void [typedOptions, typedCost, typedUnknown]
+// @ts-expect-error: a cost function returns a number
+app.get('/c', { config: { rateLimit: { cost: () => 'ten' } } }, async () => 'ok')
+// Inline in app.get(), Fastify infers the route's config type from the literal and
+// intersects it with FastifyContextConfig, so a mistyped `rateLimit` there is not
+// a compile error (it fails at startup instead: test/options.test.ts). Typed route
+// options, as above, are checked.
+
+// Handlers read the route config with its type.
+app.get('/e', async (request) => {
+  const config = request.routeOptions.config.rateLimit
+  const cost: RouteCost | undefined = config === false || config === undefined ? undefined : config.cost
+  // @ts-expect-error: cost is not a string
+  const wrong: string | undefined = config === false || config === undefined ? undefined : config.cost
+  return { cost: typeof cost, wrong }
+})
+
+// The decorator is typed.
+async function manual (): Promise<boolean> {
+  const decision = await app.tollgate.consume('jobs', { capacity: 5, refillPerSecond: 1 }, 2)
+  // @ts-expect-error: the key is a string
+  await app.tollgate.consume(42, { capacity: 5, refillPerSecond: 1 })
+  return decision.allowed
+}
+void manual
+
+// A custom store implements the contract.
+const custom: Store = {
+  consume: (buckets) => ({ allowed: true, tokens: buckets.map((bucket) => bucket.policy.capacity), retryAfterMs: 0 }),
+  close: () => {}
+}
+void custom
