@@ -68,7 +68,7 @@ Try it:
   for i in 1 2 3; do curl -s -o /dev/null -w '%{http_code}\\n' -X POST -H "Authorization: Bearer $TOKEN" ${url}/export; done   # 200 200 429
   VIP=$(curl -s '${url}/token?user=victor&tier=vip' | node -pe 'JSON.parse(require("fs").readFileSync(0)).token')
   curl -i -X POST -H "Authorization: Bearer $VIP" ${url}/export       # VIP: a larger quota of its own
-  for i in $(seq 12); do curl -s -o /dev/null -w '%{http_code} ' ${url}/; done; echo   # anonymous: 10 then 429
+  for i in $(seq 12); do curl -s -o /dev/null -w '%{http_code} ' ${url}/; done; echo   # no token: 10 per IP (GET /token counts too), then 429
   curl -i ${url}/health                                               # exempt: no RateLimit headers
 
 Press Ctrl+C to stop.

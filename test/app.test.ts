@@ -242,8 +242,10 @@ t.test('hook: preParsing refuses before the body is parsed; preHandler after', a
   }
   const { app } = await buildApp({ app: { tiers: { default: { capacity: 1, refillPerSecond: 0 } }, hook: 'preParsing' } })
   app.post('/', async (request) => request.body)
+  app.get('/get', async () => 'ok')
   const ok = await app.inject({ method: 'POST', url: '/', payload: { a: 1 } })
   t.same(ok.json(), { a: 1 }, 'preParsing passes the payload on')
+  t.same(await statuses(app, 2, { url: '/get', remoteAddress: '198.51.100.20' }), [200, 429], 'bodiless requests are limited in preParsing too')
   await app.close()
 })
 
