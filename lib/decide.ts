@@ -14,7 +14,7 @@ export type Done = (error?: Error) => void
 
 /** What one layer asks of the store for one request. */
 export interface Step {
-  layer: 'edge' | 'app'
+  layer: LimitDecision['layer']
   /** The buckets to consume, all or nothing; `named[i]` describes `buckets[i]`. */
   buckets: BucketRequest[]
   named: readonly NamedPolicy[]
@@ -45,9 +45,9 @@ export function runStep (settings: Settings, request: FastifyRequest, reply: Fas
 }
 
 /** The decision as `onLimit` and the logs see it. */
-export function report (step: Pick<Step, 'buckets' | 'named' | 'tier'>, layer: LimitDecision['layer'], decision: BucketDecision): LimitDecision {
+export function report (step: Step, decision: BucketDecision): LimitDecision {
   const result: LimitDecision = {
-    layer,
+    layer: step.layer,
     allowed: decision.allowed,
     cost: (step.buckets[0] as BucketRequest).cost,
     retryAfterMs: decision.retryAfterMs,
@@ -69,7 +69,7 @@ function finish (settings: Settings, request: FastifyRequest, reply: FastifyRepl
     done()
     return
   }
-  const limit = report(step, step.layer, decision)
+  const limit = report(step, decision)
   if (settings.onLimit !== undefined) {
     try {
       settings.onLimit(request, limit)

@@ -147,7 +147,7 @@ const OPTION_KEYS = ['store', 'edge', 'app', 'headers', 'shadow', 'onLimit']
 const HOOKS: readonly AppHookName[] = ['preHandler', 'preValidation', 'preParsing']
 
 /** This process's share of a policy; capacity must still admit one request. */
-function share (fail: Fail, path: string, policy: BucketPolicy, quotaShare: number): BucketPolicy {
+export function share (fail: Fail, path: string, policy: BucketPolicy, quotaShare: number): BucketPolicy {
   if (quotaShare === 1) return policy
   const capacity = policy.capacity * quotaShare
   if (capacity < 1) {

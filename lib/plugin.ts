@@ -5,11 +5,11 @@
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import { attachAppHook, createAppHook } from './app.js'
-import { report } from './decide.js'
+import { report, type Step } from './decide.js'
 import { createEdgeHook } from './edge.js'
 import { namedPolicy } from './headers.js'
 import { bucketKey } from './keys.js'
-import { checkOptions, checkRouteConfig, routeName, type LimitDecision, type Settings, type TollgateOptions } from './options.js'
+import { checkOptions, checkRouteConfig, routeName, share, type LimitDecision, type Settings, type TollgateOptions } from './options.js'
 import { checkNumber, checkPolicy, expected, failOption } from './validate.js'
 import type { BucketPolicy } from './bucket.js'
 
@@ -34,11 +34,15 @@ function decorator (settings: Settings): TollgateDecorator {
   return {
     async consume (key, policy, cost = 1) {
       if (typeof key !== 'string' || key === '') expected(failOption, 'key', 'a non-empty string', key)
-      const checked = checkPolicy(failOption, 'policy', policy)
-      const scaled = { capacity: checked.capacity * quotaShare, refillPerSecond: checked.refillPerSecond * quotaShare }
+      const scaled = share(failOption, 'policy', checkPolicy(failOption, 'policy', policy), quotaShare)
       checkNumber(failOption, 'cost', cost, 0)
-      const step = { buckets: [{ key: bucketKey('manual', key, 'manual'), policy: scaled, cost }], named: [namedPolicy('manual', scaled)], tier: undefined }
-      return report(step, 'manual', await settings.store.consume(step.buckets))
+      const step: Step = {
+        layer: 'manual',
+        buckets: [{ key: bucketKey('manual', key, 'manual'), policy: scaled, cost }],
+        named: [namedPolicy('manual', scaled)],
+        tier: undefined
+      }
+      return report(step, await settings.store.consume(step.buckets))
     }
   }
 }

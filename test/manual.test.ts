@@ -37,4 +37,8 @@ t.test('invalid manual arguments throw a coded error', async (t) => {
   await t.rejects(app.tollgate.consume('k', { capacity: 0, refillPerSecond: 1 }), { code: 'TOLLGATE_INVALID_OPTION', message: /`policy\.capacity`/ })
   await t.rejects(app.tollgate.consume('k', { capacity: 1, refillPerSecond: 1 }, -1), { code: 'TOLLGATE_INVALID_OPTION', message: /`cost`/ })
   await app.close()
+  const shared = Fastify()
+  await shared.register(tollgate, { store: memoryStore({ replicas: 4 }), edge: { capacity: 4, refillPerSecond: 1 } })
+  await t.rejects(shared.tollgate.consume('k', { capacity: 2, refillPerSecond: 1 }), { code: 'TOLLGATE_INVALID_OPTION', message: /`policy\.capacity` × the store's quota share \(0\.25\)/ }, 'a share below one token')
+  await shared.close()
 })
