@@ -4,11 +4,10 @@
  * The store may answer synchronously; then no promise is made.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { BucketDecision } from './bucket.js'
 import { RateLimitedError, StoreUnavailableError } from './errors.js'
-import { retryAfterSeconds, writeHeaders, type NamedPolicy } from './headers.js'
+import { namedPolicy, retryAfterSeconds, writeHeaders, type NamedPolicy } from './headers.js'
 import type { LimitDecision, Settings } from './options.js'
-import type { BucketRequest } from './store.js'
+import type { BucketRequest, StoreDecision } from './store.js'
 
 export type Done = (error?: Error) => void
 
@@ -27,7 +26,7 @@ function isPromise<T> (value: T | Promise<T>): value is Promise<T> {
 
 /** Runs `step` against the store and calls `done` once, with a refusal or with nothing. */
 export function runStep (settings: Settings, request: FastifyRequest, reply: FastifyReply, step: Step, done: Done): void {
-  let result: BucketDecision | Promise<BucketDecision>
+  let result: StoreDecision | Promise<StoreDecision>
   try {
     result = settings.store.consume(step.buckets)
   } catch (error) {
@@ -45,7 +44,7 @@ export function runStep (settings: Settings, request: FastifyRequest, reply: Fas
 }
 
 /** The decision as `onLimit` and the logs see it. */
-export function report (step: Step, decision: BucketDecision): LimitDecision {
+export function report (step: Step, decision: StoreDecision): LimitDecision {
   const result: LimitDecision = {
     layer: step.layer,
     allowed: decision.allowed,
@@ -63,8 +62,13 @@ export function report (step: Step, decision: BucketDecision): LimitDecision {
   return result
 }
 
-function finish (settings: Settings, request: FastifyRequest, reply: FastifyReply, step: Step, decision: BucketDecision, done: Done): void {
-  if (settings.headers !== false) writeHeaders(reply, settings.headers, step.named, decision.tokens)
+function finish (settings: Settings, request: FastifyRequest, reply: FastifyReply, step: Step, decision: StoreDecision, done: Done): void {
+  // Honest headers when degraded: a local share shows its own policies; an uncounted pass shows none.
+  if (settings.headers !== false && decision.degraded !== 'open') {
+    const applied = decision.policies
+    const named = applied === undefined ? step.named : step.named.map((bucket, i) => namedPolicy(bucket.name, applied[i] as typeof bucket.policy))
+    writeHeaders(reply, settings.headers, named, decision.tokens)
+  }
   if (decision.allowed) {
     done()
     return
@@ -93,7 +97,12 @@ function finish (settings: Settings, request: FastifyRequest, reply: FastifyRepl
 }
 
 function storeFailed (request: FastifyRequest, reply: FastifyReply, error: unknown, done: Done): void {
-  request.log.error({ err: error }, 'fastify-tollgate: the store failed; request refused')
+  if (error instanceof StoreUnavailableError) {
+    // The store refused by its failure policy and logs outages itself, without a line per request.
+    request.log.debug('fastify-tollgate: store unavailable; request refused')
+  } else {
+    request.log.error({ err: error }, 'fastify-tollgate: the store failed; request refused')
+  }
   reply.header('retry-after', 1)
-  done(new StoreUnavailableError())
+  done(error instanceof StoreUnavailableError ? error : new StoreUnavailableError())
 }

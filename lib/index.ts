@@ -5,7 +5,8 @@ export default plugin
 export { plugin as tollgate }
 export type { TollgateDecorator } from './plugin.js'
 export { memoryStore, MemoryStore, type MemoryStoreOptions } from './stores/memory.js'
-export type { Store, BucketRequest } from './store.js'
+export { redisStore, RedisStore, type RedisStoreOptions, type RedisClientLike, type FailMode } from './stores/redis.js'
+export type { Store, BucketRequest, StoreDecision, StoreLogger } from './store.js'
 export { consume, tokensAt, msUntil, msUntilFull, type BucketPolicy, type BucketState, type BucketDecision } from './bucket.js'
 export type {
   TollgateOptions, EdgeOptions, AppOptions, AppHookName, Identity, TierPolicies,

@@ -54,6 +54,7 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
   const ipv6Subnet = edge?.ipv6Subnet ?? 64
   const routeErrors: Error[] = []
 
+  settings.store.useLogger?.(fastify.log)
   fastify.decorate('tollgate', decorator(settings))
   if (edge !== undefined) fastify.addHook('onRequest', createEdgeHook(settings, edge))
   fastify.addHook('onRoute', (routeOptions) => {

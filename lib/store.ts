@@ -1,6 +1,6 @@
 /**
  * The contract every store implements (memory, Redis, or your own).
- * Stores keep bucket state by key and decide with the engine in `bucket.ts`.
+ * Stores keep bucket state by key and decide with the engine's rules (`bucket.ts`).
  */
 import type { BucketDecision, BucketPolicy } from './bucket.js'
 
@@ -16,6 +16,25 @@ export interface BucketRequest {
   readonly cost: number
 }
 
+/** A decision, and how it was reached when the store could not use its shared state. */
+export interface StoreDecision extends BucketDecision {
+  /**
+   * Unset in normal operation. `'open'`: the shared state was unreachable and the
+   * request was let through uncounted (`tokens` mean nothing). `'local'`: decided
+   * by a local fallback bucket under `policies`.
+   */
+  degraded?: 'open' | 'local'
+  /** The policies actually applied, when they differ from the requested ones (a local share). */
+  policies?: readonly BucketPolicy[]
+}
+
+/** What a store may log through: Fastify's logger fits. */
+export interface StoreLogger {
+  info (object: object, message: string): void
+  warn (object: object, message: string): void
+  error (object: object, message: string): void
+}
+
 export interface Store {
   /**
    * The part of every quota this process enforces, in (0, 1]: 1 when the state is
@@ -26,9 +45,11 @@ export interface Store {
   /**
    * Takes every bucket's cost, all or nothing (see `consume` in bucket.ts).
    * Answers synchronously when it can; a promise otherwise. A rejection or a throw
-   * means the store could not decide.
+   * means the store could not decide (the request gets a 503).
    */
-  consume (buckets: readonly BucketRequest[]): BucketDecision | Promise<BucketDecision>
+  consume (buckets: readonly BucketRequest[]): StoreDecision | Promise<StoreDecision>
   /** Releases timers and state when the app closes. Never closes a client the user owns. */
   close (): void | Promise<void>
+  /** Called once at register with the app's logger. */
+  useLogger? (logger: StoreLogger): void
 }

@@ -1,0 +1,112 @@
+/**
+ * The Redis store's Lua script: the engine's rules (bucket.ts) over many decisions
+ * in one call, atomically. The same arithmetic, in the same order, as `tokensAt`,
+ * `msUntil` and `consume`; the conformance cases and a differential test run both.
+ *
+ * KEYS: every bucket key of every decision, in order.
+ * ARGV: now (ms; '' = Redis TIME), the TTL (ms) of a bucket that never refills,
+ *       a flag '1' to give every key that TTL (a test clock: Redis expires keys in
+ *       its own time), the number of decisions, then per decision: its bucket
+ *       count, then per bucket: capacity, refill per second, cost.
+ * Returns, per decision: '1' or '0' (allowed), the retry in ms, then the tokens of
+ * each bucket after the step; all as strings, since ioredis 6 speaks RESP3 and a
+ * Lua number would come back truncated to an integer.
+ * A bucket is stored as the string "<tokens> <last ms>", with a PX TTL of its time
+ * until full; a bucket that is full is deleted (an absent bucket is a full one).
+ */
+const body = `
+local now
+if ARGV[1] == '' then
+  local time = redis.call('TIME')
+  now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
+else
+  now = tonumber(ARGV[1])
+end
+local neverFullTtl = tonumber(ARGV[2])
+local fixedTtl = ARGV[3] == '1'
+local decisions = tonumber(ARGV[4])
+local arg = 5
+local key = 1
+local out = {}
+local function fmt (x) return string.format('%.17g', x) end
+for _ = 1, decisions do
+  local count = tonumber(ARGV[arg])
+  arg = arg + 1
+  local tokens, capacities, rates, costs = {}, {}, {}, {}
+  local allowed = true
+  local retry = 0
+  for i = 1, count do
+    local capacity, rate, cost = tonumber(ARGV[arg]), tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2])
+    arg = arg + 3
+    local available = capacity
+    local stored = redis.call('GET', KEYS[key + i - 1])
+    if stored then
+      local space = string.find(stored, ' ', 1, true)
+      available = tonumber(string.sub(stored, 1, space - 1))
+      local elapsed = now - tonumber(string.sub(stored, space + 1))
+      if elapsed > 0 and rate ~= 0 then
+        available = available + elapsed * (rate / 1000)
+        if not (available < capacity) then available = capacity end
+      end
+    end
+    tokens[i], capacities[i], rates[i], costs[i] = available, capacity, rate, cost
+    if not (available >= cost) then
+      allowed = false
+      local wait
+      if cost > capacity or rate == 0 then wait = math.huge else wait = (cost - available) * 1000 / rate end
+      if wait > retry then retry = wait end
+    end
+  end
+  if allowed then
+    retry = 0
+    for i = 1, count do
+      local left = tokens[i] - costs[i]
+      tokens[i] = left
+      local missing = capacities[i] - left
+      local ttl
+      if missing <= 0 then ttl = 0
+      elseif rates[i] == 0 then ttl = neverFullTtl
+      else ttl = math.ceil(missing * 1000 / rates[i]) end
+      if fixedTtl then ttl = neverFullTtl end
+      if ttl <= 0 then
+        redis.call('DEL', KEYS[key + i - 1])
+      else
+        redis.call('SET', KEYS[key + i - 1], fmt(left) .. ' ' .. fmt(now), 'PX', ttl)
+      end
+    end
+  end
+  out[#out + 1] = allowed and '1' or '0'
+  out[#out + 1] = fmt(retry)
+  for i = 1, count do out[#out + 1] = fmt(tokens[i]) end
+  key = key + count
+end
+return out
+`
+
+/** For a single Redis: every decision of a call shares one server. */
+export const CONSUME_SCRIPT = body
+
+/**
+ * For Redis Cluster (Redis 7+): one call carries the decisions of many identities
+ * whose slots live on one node; each decision's own keys share one slot.
+ */
+export const CONSUME_SCRIPT_CLUSTER = '#!lua flags=allow-cross-slot-keys\n' + body
+
+/**
+ * Heartbeat: KEYS[1] is a sorted set of replica ids scored by their last beat
+ * (Redis time, ms). ARGV: this replica's id, how long a beat counts (ms), and
+ * '1' to leave (on close). Returns how many replicas are live, as a string.
+ */
+export const HEARTBEAT_SCRIPT = `
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local window = tonumber(ARGV[2])
+if ARGV[3] == '1' then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+else
+  redis.call('ZADD', KEYS[1], now, ARGV[1])
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+redis.call('PEXPIRE', KEYS[1], window)
+return tostring(redis.call('ZCARD', KEYS[1]))
+`

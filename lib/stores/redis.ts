@@ -1,0 +1,403 @@
+/**
+ * The Redis store: one quota shared by every replica.
+ *
+ * - One Lua script decides (redis-script.ts), with Redis `TIME` as the one clock.
+ * - Decisions asked for in one event-loop turn go to Redis as one script call per
+ *   node (micro-batching).
+ * - A key refused until T is refused locally until T (the deny cache).
+ * - Every call is bounded by `timeoutMs`; on an error or a timeout, `failMode`
+ *   decides, and a circuit breaker stops calling a dead Redis and probes it.
+ */
+import { randomUUID } from 'node:crypto'
+import { performance } from 'node:perf_hooks'
+import { tokensAt, type BucketPolicy } from '../bucket.js'
+import { StoreUnavailableError } from '../errors.js'
+import type { BucketRequest, Store, StoreDecision, StoreLogger } from '../store.js'
+import {
+  checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, expected, failOption
+} from '../validate.js'
+import { clusterSlot } from './cluster-slot.js'
+import { MemoryStore } from './memory.js'
+import { CONSUME_SCRIPT, CONSUME_SCRIPT_CLUSTER, HEARTBEAT_SCRIPT } from './redis-script.js'
+
+/** What to do when Redis cannot answer in time. */
+export type FailMode = 'open' | 'closed' | 'local'
+
+/**
+ * The part of an ioredis `Redis` or `Cluster` (or iovalkey) this store uses.
+ * The store defines its scripts on it and never closes it.
+ */
+export interface RedisClientLike {
+  defineCommand (name: string, definition: { lua: string, numberOfKeys?: number }): void
+  /** ioredis `Cluster` only: slot → node keys, master first. */
+  readonly slots?: ReadonlyArray<readonly string[] | undefined>
+}
+
+export interface RedisStoreOptions {
+  /** An ioredis `Redis` or `Cluster`. Recommended: `enableOfflineQueue: false`. Owned by you. */
+  client: RedisClientLike
+  /** Prepended to every key. Default `'tollgate:'`. Must not contain `{` or `}`. */
+  prefix?: string
+  /** Longest wait for Redis per call, in ms. Default 50. */
+  timeoutMs?: number
+  /** On an error or a timeout: `'open'` allows, `'closed'` refuses with 503, `'local'` (default) uses a local share. */
+  failMode?: FailMode
+  /** `'local'` mode: each replica's share is `(1 + headroom) / live replicas` of every quota. Default 0.2. */
+  fallbackHeadroom?: number
+  /** Live replicas assumed until the first heartbeat answers. Default 1. */
+  replicas?: number
+  /** How often this replica announces itself, in ms (a beat counts for 3 intervals). Default 2000. */
+  heartbeatIntervalMs?: number
+  /** Consecutive failed calls that open the circuit breaker. Default 3. */
+  breakerThreshold?: number
+  /** While the breaker is open, one call probes Redis this often, in ms. Default 1000. */
+  probeIntervalMs?: number
+  /** Most refusals remembered locally (0 disables the deny cache). Default 10 000. */
+  denyCacheSize?: number
+  /** Most decisions in one script call. Default 500. */
+  maxBatch?: number
+  /** TTL of a bucket that never refills (refill 0), in ms. Default one day. */
+  neverFullTtlMs?: number
+  /** Fewest ms between two log lines of one kind during an outage. Default 10 000. */
+  logIntervalMs?: number
+  /**
+   * Tests only: a clock (ms) passed to the script instead of Redis `TIME`, also used
+   * locally. Keys then all get `neverFullTtlMs`, since Redis expires keys in its own time.
+   */
+  clock?: () => number
+}
+
+interface Pending {
+  buckets: readonly BucketRequest[]
+  resolve (decision: StoreDecision): void
+  reject (error: unknown): void
+}
+
+interface Denial {
+  untilMs: number
+  atMs: number
+  costs: number[]
+  tokens: number[]
+}
+
+type ScriptCall = (this: RedisClientLike, ...args: Array<string | number>) => Promise<unknown>
+
+const CONSUME_COMMAND = 'tollgateConsume'
+const CONSUME_CLUSTER_COMMAND = 'tollgateConsumeCluster'
+const HEARTBEAT_COMMAND = 'tollgateHeartbeat'
+const OPTION_KEYS = [
+  'client', 'prefix', 'timeoutMs', 'failMode', 'fallbackHeadroom', 'replicas', 'heartbeatIntervalMs', 'breakerThreshold',
+  'probeIntervalMs', 'denyCacheSize', 'maxBatch', 'neverFullTtlMs', 'logIntervalMs', 'clock'
+]
+const silent: StoreLogger = { info () {}, warn () {}, error () {} }
+
+/** Parses a number the script formatted with %.17g. */
+function parseNumber (text: unknown): number {
+  if (text === 'inf') return Infinity
+  const value = Number(text)
+  if (Number.isNaN(value)) throw new Error(`fastify-tollgate: unexpected reply from the Redis script: ${String(text)}`)
+  return value
+}
+
+export class RedisStore implements Store {
+  readonly quotaShare = 1
+  readonly prefix: string
+  readonly failMode: FailMode
+  private readonly client: RedisClientLike
+  private readonly consumeCommand: ScriptCall
+  private readonly heartbeatCommand: ScriptCall
+  private readonly cluster: boolean
+  private readonly timeoutMs: number
+  private readonly fallbackHeadroom: number
+  private readonly breakerThreshold: number
+  private readonly probeIntervalMs: number
+  private readonly denyCacheSize: number
+  private readonly maxBatch: number
+  private readonly neverFullTtlMs: number
+  private readonly logIntervalMs: number
+  private readonly testClock: (() => number) | undefined
+  private readonly now: () => number
+  private readonly replicaId = randomUUID()
+  private readonly heartbeatIntervalMs: number
+  private heartbeatTimer: NodeJS.Timeout | undefined
+  private logger: StoreLogger = silent
+  private readonly lastLogged = new Map<string, { atMs: number, suppressed: number }>()
+
+  private queue: Pending[] = []
+  private flushScheduled = false
+  private readonly flushNow = (): void => { this.flush() }
+
+  /** Live replicas, from the heartbeat. */
+  liveReplicas: number
+  private breaker: 'closed' | 'open' | 'probing' = 'closed'
+  private consecutiveFailures = 0
+  private probeAtMs = 0
+  private readonly fallback: MemoryStore
+  private readonly denials = new Map<string, Denial>()
+
+  constructor (options: RedisStoreOptions) {
+    const fail = failOption
+    const given = checkObject(fail, 'redisStore', options)
+    checkKnownKeys(fail, 'redisStore', given, OPTION_KEYS)
+    const client = given.client as Partial<RedisClientLike> | undefined
+    if (typeof client !== 'object' || client === null || typeof client.defineCommand !== 'function') {
+      expected(fail, 'redisStore.client', 'an ioredis Redis or Cluster client', client)
+    }
+    this.client = client as RedisClientLike
+    const prefix = given.prefix ?? 'tollgate:'
+    if (typeof prefix !== 'string' || /[{}]/.test(prefix)) expected(fail, 'redisStore.prefix', 'a string without `{` or `}`', prefix)
+    this.prefix = prefix
+    const failMode = given.failMode ?? 'local'
+    if (failMode !== 'open' && failMode !== 'closed' && failMode !== 'local') {
+      expected(fail, 'redisStore.failMode', "'open', 'closed' or 'local'", failMode)
+    }
+    this.failMode = failMode
+    this.timeoutMs = checkNumber(fail, 'redisStore.timeoutMs', given.timeoutMs ?? 50, 1)
+    this.fallbackHeadroom = checkNumber(fail, 'redisStore.fallbackHeadroom', given.fallbackHeadroom ?? 0.2, 0)
+    this.liveReplicas = checkInteger(fail, 'redisStore.replicas', given.replicas ?? 1, 1)
+    this.heartbeatIntervalMs = checkInteger(fail, 'redisStore.heartbeatIntervalMs', given.heartbeatIntervalMs ?? 2000, 0)
+    this.breakerThreshold = checkInteger(fail, 'redisStore.breakerThreshold', given.breakerThreshold ?? 3, 1)
+    this.probeIntervalMs = checkNumber(fail, 'redisStore.probeIntervalMs', given.probeIntervalMs ?? 1000, 1)
+    this.denyCacheSize = checkInteger(fail, 'redisStore.denyCacheSize', given.denyCacheSize ?? 10_000, 0)
+    this.maxBatch = checkInteger(fail, 'redisStore.maxBatch', given.maxBatch ?? 500, 1)
+    this.neverFullTtlMs = checkInteger(fail, 'redisStore.neverFullTtlMs', given.neverFullTtlMs ?? 86_400_000, 1)
+    this.logIntervalMs = checkNumber(fail, 'redisStore.logIntervalMs', given.logIntervalMs ?? 10_000, 0)
+    this.testClock = given.clock === undefined ? undefined : checkFunction<() => number>(fail, 'redisStore.clock', given.clock)
+    this.now = this.testClock ?? ((): number => performance.now())
+    this.fallback = new MemoryStore({ clock: this.now })
+
+    this.cluster = Array.isArray(this.client.slots)
+    this.client.defineCommand(CONSUME_COMMAND, { lua: CONSUME_SCRIPT })
+    this.client.defineCommand(CONSUME_CLUSTER_COMMAND, { lua: CONSUME_SCRIPT_CLUSTER })
+    this.client.defineCommand(HEARTBEAT_COMMAND, { lua: HEARTBEAT_SCRIPT, numberOfKeys: 1 })
+    const commands = this.client as unknown as Record<string, ScriptCall>
+    this.consumeCommand = commands[this.cluster ? CONSUME_CLUSTER_COMMAND : CONSUME_COMMAND] as ScriptCall
+    this.heartbeatCommand = commands[HEARTBEAT_COMMAND] as ScriptCall
+
+    if (this.heartbeatIntervalMs > 0) {
+      this.heartbeat()
+      this.heartbeatTimer = setInterval(() => { this.heartbeat() }, this.heartbeatIntervalMs)
+      this.heartbeatTimer.unref()
+    }
+  }
+
+  useLogger (logger: StoreLogger): void {
+    this.logger = logger
+  }
+
+  /** The breaker's state: `'closed'` (Redis in use), `'open'` (failing over), `'probing'`. */
+  get state (): 'closed' | 'open' | 'probing' {
+    return this.breaker
+  }
+
+  consume (buckets: readonly BucketRequest[]): StoreDecision | Promise<StoreDecision> {
+    const nowMs = this.now()
+    if (this.denyCacheSize > 0) {
+      const denial = this.cachedDenial(buckets, nowMs)
+      if (denial !== undefined) return denial
+    }
+    if (this.breaker !== 'closed') {
+      if (this.breaker === 'probing' || nowMs < this.probeAtMs) return this.degrade(buckets)
+      this.breaker = 'probing' // this request's batch is the probe
+    }
+    return new Promise<StoreDecision>((resolve, reject) => {
+      this.queue.push({ buckets, resolve, reject })
+      if (!this.flushScheduled) {
+        this.flushScheduled = true
+        setImmediate(this.flushNow)
+      }
+    })
+  }
+
+  async close (): Promise<void> {
+    if (this.heartbeatTimer !== undefined) clearInterval(this.heartbeatTimer)
+    this.heartbeatTimer = undefined
+    if (this.heartbeatIntervalMs > 0) {
+      await this.withTimeout(this.heartbeatCommand.call(this.client, this.key('replicas'), this.replicaId, 3 * this.heartbeatIntervalMs, '1'))
+        .catch(() => {})
+    }
+    this.fallback.close()
+    this.denials.clear()
+  }
+
+  private key (key: string): string {
+    return this.prefix + key
+  }
+
+  /** Sends the queued decisions: one script call per node, at most `maxBatch` decisions each. */
+  private flush (): void {
+    this.flushScheduled = false
+    const queue = this.queue
+    this.queue = []
+    if (!this.cluster) {
+      for (let start = 0; start < queue.length; start += this.maxBatch) this.send(queue.slice(start, start + this.maxBatch))
+      return
+    }
+    const byNode = new Map<string, Pending[]>()
+    for (const pending of queue) {
+      const slot = clusterSlot((pending.buckets[0] as BucketRequest).key)
+      const node = this.client.slots?.[slot]?.[0] ?? `slot:${slot}`
+      const group = byNode.get(node)
+      if (group === undefined) byNode.set(node, [pending])
+      else group.push(pending)
+    }
+    for (const group of byNode.values()) {
+      for (let start = 0; start < group.length; start += this.maxBatch) this.send(group.slice(start, start + this.maxBatch))
+    }
+  }
+
+  private send (batch: Pending[]): void {
+    const keys: string[] = []
+    const args: Array<string | number> = []
+    for (const { buckets } of batch) {
+      args.push(buckets.length)
+      for (const bucket of buckets) {
+        keys.push(this.key(bucket.key))
+        args.push(bucket.policy.capacity, bucket.policy.refillPerSecond, bucket.cost)
+      }
+    }
+    const now = this.testClock === undefined ? '' : this.testClock()
+    const fixedTtl = this.testClock === undefined ? '0' : '1'
+    this.withTimeout(this.consumeCommand.call(this.client, keys.length, ...keys, now, this.neverFullTtlMs, fixedTtl, batch.length, ...args))
+      .then((reply) => {
+        const decisions = this.parse(reply, batch)
+        this.succeeded()
+        const nowMs = this.now()
+        batch.forEach((pending, i) => {
+          const decision = decisions[i] as StoreDecision
+          if (!decision.allowed && this.denyCacheSize > 0) this.remember(pending.buckets, decision, nowMs)
+          pending.resolve(decision)
+        })
+      })
+      .catch((error: unknown) => {
+        this.failed(error)
+        for (const pending of batch) {
+          try {
+            pending.resolve(this.degrade(pending.buckets))
+          } catch (refusal) {
+            pending.reject(refusal)
+          }
+        }
+      })
+  }
+
+  private parse (reply: unknown, batch: Pending[]): StoreDecision[] {
+    if (!Array.isArray(reply)) throw new Error('fastify-tollgate: the Redis script returned no array')
+    let at = 0
+    return batch.map(({ buckets }) => {
+      const allowed = reply[at] === '1'
+      const retryAfterMs = parseNumber(reply[at + 1])
+      const tokens = buckets.map((_bucket, i) => parseNumber(reply[at + 2 + i]))
+      at += 2 + buckets.length
+      return { allowed, tokens, retryAfterMs }
+    })
+  }
+
+  /** Rejects `call` when it takes longer than `timeoutMs`. */
+  private withTimeout<T> (call: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => { reject(new Error(`fastify-tollgate: Redis did not answer within ${this.timeoutMs} ms`)) }, this.timeoutMs)
+      call.then(
+        (value) => { clearTimeout(timer); resolve(value) },
+        (error: unknown) => { clearTimeout(timer); reject(error) }
+      )
+    })
+  }
+
+  private succeeded (): void {
+    this.consecutiveFailures = 0
+    if (this.breaker !== 'closed') {
+      this.breaker = 'closed'
+      this.lastLogged.clear()
+      this.logger.info({ store: 'redis' }, 'fastify-tollgate: Redis answers again; shared quotas restored')
+    }
+  }
+
+  private failed (error: unknown): void {
+    this.consecutiveFailures++
+    if (this.breaker === 'probing' || (this.breaker === 'closed' && this.consecutiveFailures >= this.breakerThreshold)) {
+      this.breaker = 'open'
+      this.probeAtMs = this.now() + this.probeIntervalMs
+    }
+    this.log('error', 'redis-failed', { err: error, failMode: this.failMode, breaker: this.breaker },
+      'fastify-tollgate: Redis call failed; deciding by failMode')
+  }
+
+  /** The decision when Redis cannot be used, by `failMode`. Throws for `'closed'`. */
+  private degrade (buckets: readonly BucketRequest[]): StoreDecision {
+    if (this.failMode === 'closed') {
+      this.log('warn', 'degraded', { failMode: 'closed' }, 'fastify-tollgate: Redis unavailable; refusing requests (failMode closed)')
+      throw new StoreUnavailableError()
+    }
+    if (this.failMode === 'open') {
+      this.log('warn', 'degraded', { failMode: 'open' }, 'fastify-tollgate: Redis unavailable; allowing requests uncounted (failMode open)')
+      return { allowed: true, tokens: buckets.map((bucket) => bucket.policy.capacity), retryAfterMs: 0, degraded: 'open' }
+    }
+    const share = Math.min(1, (1 + this.fallbackHeadroom) / this.liveReplicas)
+    const policies: BucketPolicy[] = []
+    const local = buckets.map((bucket) => {
+      const policy = { capacity: Math.max(1, bucket.policy.capacity * share), refillPerSecond: bucket.policy.refillPerSecond * share }
+      policies.push(policy)
+      // A cost above the local capacity takes the whole local bucket, so heavy routes stay possible.
+      return { key: bucket.key, policy, cost: Math.min(bucket.cost, policy.capacity) }
+    })
+    this.log('warn', 'degraded', { failMode: 'local', share, liveReplicas: this.liveReplicas },
+      'fastify-tollgate: Redis unavailable; enforcing this replica\'s share locally (failMode local)')
+    return { ...this.fallback.consume(local), degraded: 'local', policies }
+  }
+
+  /** A refusal from the deny cache: the same buckets, each cost at least the refused one, before the retry time. */
+  private cachedDenial (buckets: readonly BucketRequest[], nowMs: number): StoreDecision | undefined {
+    const signature = buckets.length === 1 ? (buckets[0] as BucketRequest).key : buckets.map((bucket) => bucket.key).join('\n')
+    const denial = this.denials.get(signature)
+    if (denial === undefined) return undefined
+    if (nowMs >= denial.untilMs) {
+      this.denials.delete(signature)
+      return undefined
+    }
+    for (let i = 0; i < buckets.length; i++) {
+      if ((buckets[i] as BucketRequest).cost < (denial.costs[i] as number)) return undefined
+    }
+    return {
+      allowed: false,
+      tokens: buckets.map((bucket, i) => tokensAt({ tokens: denial.tokens[i] as number, lastMs: denial.atMs }, bucket.policy, nowMs)),
+      retryAfterMs: denial.untilMs - nowMs
+    }
+  }
+
+  private remember (buckets: readonly BucketRequest[], decision: StoreDecision, nowMs: number): void {
+    if (this.denials.size >= this.denyCacheSize) this.denials.clear()
+    const signature = buckets.length === 1 ? (buckets[0] as BucketRequest).key : buckets.map((bucket) => bucket.key).join('\n')
+    this.denials.set(signature, {
+      untilMs: nowMs + Math.min(decision.retryAfterMs, this.neverFullTtlMs),
+      atMs: nowMs,
+      costs: buckets.map((bucket) => bucket.cost),
+      tokens: decision.tokens
+    })
+  }
+
+  private heartbeat (): void {
+    this.withTimeout(this.heartbeatCommand.call(this.client, this.key('replicas'), this.replicaId, 3 * this.heartbeatIntervalMs, '0'))
+      .then((count) => { this.liveReplicas = Math.max(1, parseNumber(count)) })
+      .catch((error: unknown) => {
+        this.log('warn', 'heartbeat-failed', { err: error }, 'fastify-tollgate: Redis heartbeat failed; keeping the last replica count')
+      })
+  }
+
+  /** Logs at most once per `logIntervalMs` per kind, with how many lines were held back. */
+  private log (level: keyof StoreLogger, kind: string, details: Record<string, unknown>, message: string): void {
+    const nowMs = Date.now()
+    const last = this.lastLogged.get(kind)
+    if (last !== undefined && nowMs - last.atMs < this.logIntervalMs) {
+      last.suppressed++
+      return
+    }
+    this.lastLogged.set(kind, { atMs: nowMs, suppressed: 0 })
+    this.logger[level]({ ...details, suppressed: last?.suppressed ?? 0 }, message)
+  }
+}
+
+/** Creates a store that keeps buckets in Redis, shared by every replica. */
+export function redisStore (options: RedisStoreOptions): RedisStore {
+  return new RedisStore(options)
+}

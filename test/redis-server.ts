@@ -1,0 +1,155 @@
+/**
+ * Private redis-server processes for the tests: a single server or a 3-master
+ * cluster on loopback, on free ports, in a temporary folder. Never touches a
+ * server it did not start.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Test } from 'tap'
+import { Redis } from 'ioredis'
+
+function onPath (command: string): boolean {
+  try {
+    execFileSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' })
+    return true
+  } catch {
+    return false
+  }
+}
+
+export const redisAvailable = onPath('redis-server') && onPath('redis-cli')
+
+/**
+ * Whether the Redis suites can run. Without redis-server they are skipped loudly
+ * outside CI, and fail in CI (CI=true), where they must run.
+ */
+export function requireRedis (t: Test): boolean {
+  if (redisAvailable) return true
+  if (process.env.CI === 'true' || process.env.CI === '1') {
+    t.fail('redis-server and redis-cli must be on PATH in CI (.ci/run installs them)')
+  } else {
+    const line = '*'.repeat(78)
+    process.stderr.write(`\n${line}\n* SKIPPED: Redis suites need redis-server and redis-cli on PATH (apt-get install redis-server)\n${line}\n\n`)
+    t.pass('SKIPPED: redis-server is not on PATH', { skip: true })
+  }
+  return false
+}
+
+function portFree (port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer()
+    server.once('error', () => { resolve(false) })
+    server.listen(port, '127.0.0.1', () => { server.close(() => { resolve(true) }) })
+  })
+}
+
+/** A free port whose cluster bus port (+10 000) is free too. */
+export async function freePort (): Promise<number> {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 30_000)
+    if (await portFree(port) && await portFree(port + 10_000)) return port
+  }
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
+
+async function waitForPing (port: number, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const client = new Redis({ port, host: '127.0.0.1', lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null })
+    client.on('error', () => {})
+    try {
+      await client.connect()
+      if (await client.ping() === 'PONG') return
+    } catch {
+      if (Date.now() > deadline) throw new Error(`redis-server on ${port} did not start`)
+      await sleep(50)
+    } finally {
+      client.disconnect()
+    }
+  }
+}
+
+export class RedisServer {
+  private process: ChildProcess | undefined
+  private readonly dir = mkdtempSync(join(tmpdir(), 'tollgate-redis-'))
+
+  constructor (readonly port: number, private readonly extraArgs: string[] = []) {}
+
+  async start (): Promise<this> {
+    this.process = spawn('redis-server', [
+      '--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
+      '--dir', this.dir, '--logfile', '', '--loglevel', 'warning', ...this.extraArgs
+    ], { stdio: 'ignore' })
+    await waitForPing(this.port)
+    return this
+  }
+
+  /** Kills the server at once (SIGKILL), as a crash would. */
+  async kill (): Promise<void> {
+    const child = this.process
+    this.process = undefined
+    if (child === undefined || child.exitCode !== null) return
+    const exited = new Promise((resolve) => child.once('exit', resolve))
+    child.kill('SIGKILL')
+    await exited
+  }
+
+  async stop (): Promise<void> {
+    await this.kill()
+    rmSync(this.dir, { recursive: true, force: true })
+  }
+
+  /** A client of this server, for the test's own inspection. */
+  client (): Redis {
+    return new Redis({ port: this.port, host: '127.0.0.1', maxRetriesPerRequest: 1 })
+  }
+}
+
+/** Starts a private redis-server on a free port; stopped when `t` ends. */
+export async function startRedis (t: Test): Promise<RedisServer> {
+  const server = await new RedisServer(await freePort()).start()
+  t.teardown(() => server.stop())
+  return server
+}
+
+export interface RedisCluster {
+  nodes: RedisServer[]
+  ports: number[]
+}
+
+/** Starts three masters with `--cluster-enabled yes` and joins them; stopped when `t` ends. */
+export async function startCluster (t: Test): Promise<RedisCluster> {
+  const nodes: RedisServer[] = []
+  for (let i = 0; i < 3; i++) {
+    const port = await freePort()
+    nodes.push(await new RedisServer(port, ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '5000']).start())
+  }
+  t.teardown(async () => { for (const node of nodes) await node.stop() })
+  const ports = nodes.map((node) => node.port)
+  execFileSync('redis-cli', ['--cluster', 'create', ...ports.map((port) => `127.0.0.1:${port}`), '--cluster-replicas', '0', '--cluster-yes'], { stdio: 'ignore' })
+  const deadline = Date.now() + 20_000
+  for (const node of nodes) {
+    const client = node.client()
+    try {
+      while (!(await client.cluster('INFO')).includes('cluster_state:ok')) {
+        if (Date.now() > deadline) throw new Error('the test cluster did not become ready')
+        await sleep(100)
+      }
+    } finally {
+      client.disconnect()
+    }
+  }
+  return { nodes, ports }
+}
+
+/** Total calls of each command on a server since it started (`INFO commandstats`). */
+export async function commandCalls (client: Redis): Promise<Record<string, number>> {
+  const info = await client.info('commandstats')
+  const calls: Record<string, number> = {}
+  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls[match[1] as string] = Number(match[2])
+  return calls
+}

@@ -1,0 +1,160 @@
+import t from 'tap'
+import { Redis } from 'ioredis'
+import { memoryStore, redisStore, type BucketPolicy, type BucketRequest } from '../lib/index.js'
+import { manualClock, storeConformance } from './helpers.js'
+import { commandCalls, requireRedis, startRedis } from './redis-server.js'
+
+/** A small seeded PRNG (mulberry32), so a failing sequence can be replayed. */
+function random (seed: number): () => number {
+  let state = seed >>> 0
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0
+    let x = state
+    x = Math.imul(x ^ (x >>> 15), x | 1)
+    x ^= x + Math.imul(x ^ (x >>> 7), x | 61)
+    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+if (requireRedis(t)) {
+  t.test('the Lua script passes the conformance cases', async (t) => {
+    const server = await startRedis(t)
+    const client = new Redis({ port: server.port })
+    t.teardown(() => { client.disconnect() })
+    const clock = manualClock()
+    const store = redisStore({ client, clock: clock.now, heartbeatIntervalMs: 0, denyCacheSize: 0 })
+    await storeConformance(t, store, clock.set, 'redis')
+    await store.close()
+  })
+
+  t.test('differential: random sequences give the same decisions in memory and in Redis', async (t) => {
+    const server = await startRedis(t)
+    const client = new Redis({ port: server.port })
+    t.teardown(() => { client.disconnect() })
+    const seed = Number(process.env.TOLLGATE_SEED ?? 20261130)
+    const next = random(seed)
+    const clock = manualClock()
+    const memory = memoryStore({ clock: clock.now })
+    const redis = redisStore({ client, clock: clock.now, heartbeatIntervalMs: 0, denyCacheSize: 0 })
+    const policies: BucketPolicy[] = Array.from({ length: 6 }, () => ({
+      capacity: 1 + Math.floor(next() * 30) + (next() < 0.3 ? next() : 0),
+      refillPerSecond: next() < 0.15 ? 0 : Number((next() * 20).toFixed(3))
+    }))
+    let mismatches = 0
+    let allowed = 0
+    const steps = 2000
+    for (let step = 0; step < steps; step++) {
+      const r = next()
+      clock.advance(r < 0.05 ? -Math.floor(next() * 500) : r < 0.5 ? 0 : Math.floor(next() * 400))
+      const count = next() < 0.3 ? 2 : 1
+      const identity = Math.floor(next() * 4)
+      const buckets: BucketRequest[] = Array.from({ length: count }, (_, i) => {
+        const p = Math.floor(next() * policies.length)
+        const policy = policies[p] as BucketPolicy
+        return { key: `{diff:${identity}}:b${i}:${p}`, policy, cost: Number((next() * policy.capacity * (next() < 0.1 ? 1.2 : 0.6)).toFixed(2)) }
+      })
+      const fromMemory = memory.consume(buckets)
+      const fromRedis = await redis.consume(buckets)
+      const same = fromMemory.allowed === fromRedis.allowed &&
+        fromMemory.tokens.every((tokens, i) => Math.abs(tokens - (fromRedis.tokens[i] as number)) < 1e-9) &&
+        (fromMemory.retryAfterMs === fromRedis.retryAfterMs || Math.abs(fromMemory.retryAfterMs - fromRedis.retryAfterMs) < 1e-6)
+      if (!same) {
+        mismatches++
+        if (mismatches <= 3) t.fail(`step ${step} (seed ${seed}) differs`, { buckets, fromMemory, fromRedis })
+      }
+      if (fromMemory.allowed) allowed++
+    }
+    t.equal(mismatches, 0, `${steps} random steps, seed ${seed}`)
+    t.ok(allowed > steps * 0.2 && allowed < steps * 0.95, `a mix of allowed (${allowed}) and refused steps`)
+    await redis.close()
+  })
+
+  t.test('decisions asked in one event-loop turn go as one script call', async (t) => {
+    const server = await startRedis(t)
+    const client = new Redis({ port: server.port })
+    const inspect = server.client()
+    t.teardown(() => { client.disconnect(); inspect.disconnect() })
+    const store = redisStore({ client, heartbeatIntervalMs: 0 })
+    const policy = { capacity: 100, refillPerSecond: 0 }
+    await store.consume([{ key: '{warm}:x', policy, cost: 1 }]) // loads the script
+    const before = await commandCalls(inspect)
+    const decisions = await Promise.all(Array.from({ length: 200 }, (_, i) => store.consume([{ key: `{user:${i % 150}}:app`, policy, cost: 1 }])))
+    const after = await commandCalls(inspect)
+    t.equal(decisions.filter((d) => d.allowed).length, 200)
+    t.equal((after.evalsha ?? 0) - (before.evalsha ?? 0), 1, '200 decisions, one EVALSHA')
+    await store.close()
+  })
+
+  t.test('a batch over one key decides in order, exactly', async (t) => {
+    const server = await startRedis(t)
+    const client = new Redis({ port: server.port })
+    t.teardown(() => { client.disconnect() })
+    const store = redisStore({ client, heartbeatIntervalMs: 0, denyCacheSize: 0 })
+    const policy = { capacity: 7, refillPerSecond: 0 }
+    const decisions = await Promise.all(Array.from({ length: 20 }, () => store.consume([{ key: '{one}:k', policy, cost: 1 }])))
+    t.same(decisions.map((d) => d.allowed), [...Array(7).fill(true), ...Array(13).fill(false)])
+    t.same(decisions.slice(0, 7).map((d) => d.tokens[0]), [6, 5, 4, 3, 2, 1, 0])
+    await store.close()
+  })
+
+  t.test('every key has a TTL (its time until full) and a hash tag; a full bucket is deleted', async (t) => {
+    const server = await startRedis(t)
+    const client = new Redis({ port: server.port })
+    t.teardown(() => { client.disconnect() })
+    const store = redisStore({ client, heartbeatIntervalMs: 0, neverFullTtlMs: 60_000 })
+    await store.consume([{ key: '{user:42}:app', policy: { capacity: 20, refillPerSecond: 5 }, cost: 10 }, { key: '{user:42}:route:POST /export', policy: { capacity: 3, refillPerSecond: 0.05 }, cost: 1 }])
+    await store.consume([{ key: '{ip:1.2.3.4}:edge', policy: { capacity: 5, refillPerSecond: 0 }, cost: 1 }])
+    await store.consume([{ key: '{ip:5.6.7.8}:edge', policy: { capacity: 5, refillPerSecond: 1 }, cost: 0 }])
+    const keys = (await client.keys('tollgate:*')).filter((key) => key !== 'tollgate:replicas').sort()
+    t.same(keys, ['tollgate:{ip:1.2.3.4}:edge', 'tollgate:{user:42}:app', 'tollgate:{user:42}:route:POST /export'], 'the full bucket (cost 0) was not written')
+    const ttls = await Promise.all(keys.map((key) => client.pttl(key)))
+    t.ok(ttls[0] !== undefined && ttls[0] > 59_000 && ttls[0] <= 60_000, `refill 0: neverFullTtlMs (${ttls[0]})`)
+    t.ok(ttls[1] !== undefined && ttls[1] > 1900 && ttls[1] <= 2000, `10 of 20 at 5/s: full in 2 s (${ttls[1]})`)
+    t.ok(ttls[2] !== undefined && ttls[2] > 19_000 && ttls[2] <= 20_000, `1 of 3 at 0.05/s: full in 20 s (${ttls[2]})`)
+    for (const key of keys) t.match(key, /^tollgate:\{[^{}]+\}:/)
+    await store.close()
+  })
+
+  t.test('keys expire, and an expired bucket is a full one', async (t) => {
+    const server = await startRedis(t)
+    const client = new Redis({ port: server.port })
+    t.teardown(() => { client.disconnect() })
+    const store = redisStore({ client, heartbeatIntervalMs: 0, denyCacheSize: 0 })
+    const policy = { capacity: 1, refillPerSecond: 20 } // full again 50 ms after use
+    t.equal((await store.consume([{ key: '{e}:k', policy, cost: 1 }])).allowed, true)
+    t.equal(await client.exists('tollgate:{e}:k'), 1)
+    await new Promise((resolve) => setTimeout(resolve, 120))
+    t.equal(await client.exists('tollgate:{e}:k'), 0, 'gone')
+    t.same((await store.consume([{ key: '{e}:k', policy, cost: 1 }])).allowed, true)
+    await store.close()
+  })
+
+  t.test('the prefix option', async (t) => {
+    const server = await startRedis(t)
+    const client = new Redis({ port: server.port })
+    t.teardown(() => { client.disconnect() })
+    const store = redisStore({ client, prefix: 'api-v2:', heartbeatIntervalMs: 0 })
+    await store.consume([{ key: '{u:1}:app', policy: { capacity: 2, refillPerSecond: 1 }, cost: 1 }])
+    t.same(await client.keys('api-v2:*'), ['api-v2:{u:1}:app'])
+    await store.close()
+  })
+}
+
+t.test('invalid redisStore options fail with a coded error', async (t) => {
+  const client = { defineCommand () {} }
+  const cases: Array<[unknown, RegExp]> = [
+    [{}, /Expected `redisStore\.client` to be an ioredis Redis or Cluster client, got `undefined`/],
+    [{ client: {} }, /`redisStore\.client`/],
+    [{ client, prefix: 'a{b}' }, /`redisStore\.prefix` to be a string without `\{` or `\}`/],
+    [{ client, failMode: 'fallback' }, /Expected `redisStore\.failMode` to be 'open', 'closed' or 'local', got `"fallback"`/],
+    [{ client, timeoutMs: 0 }, /`redisStore\.timeoutMs` to be a finite number ≥ 1, got `0`/],
+    [{ client, replicas: 0 }, /`redisStore\.replicas`/],
+    [{ client, fallbackHeadroom: -1 }, /`redisStore\.fallbackHeadroom`/],
+    [{ client, denyCacheSize: 1.5 }, /`redisStore\.denyCacheSize`/],
+    [{ client, clock: 'now' }, /`redisStore\.clock` to be a function/],
+    [{ client, timeout: 50 }, /Unknown option `redisStore\.timeout`/]
+  ]
+  for (const [options, message] of cases) {
+    t.throws(() => redisStore(options as never), { code: 'TOLLGATE_INVALID_OPTION', message }, JSON.stringify(options))
+  }
+})
