@@ -78,7 +78,7 @@ if (requireRedis(t)) {
     const policy = { capacity: 100, refillPerSecond: 0 }
     await store.consume([{ key: '{warm}:x', policy, cost: 1 }]) // loads the script
     const before = await commandCalls(inspect)
-    const decisions = await Promise.all(Array.from({ length: 200 }, (_, i) => store.consume([{ key: `{user:${i % 150}}:app`, policy, cost: 1 }])))
+    const decisions = await Promise.all(Array.from({ length: 200 }, async (_, i) => store.consume([{ key: `{user:${i % 150}}:app`, policy, cost: 1 }])))
     const after = await commandCalls(inspect)
     t.equal(decisions.filter((d) => d.allowed).length, 200)
     t.equal((after.evalsha ?? 0) - (before.evalsha ?? 0), 1, '200 decisions, one EVALSHA')
@@ -91,8 +91,8 @@ if (requireRedis(t)) {
     t.teardown(() => { client.disconnect() })
     const store = redisStore({ client, heartbeatIntervalMs: 0, denyCacheSize: 0 })
     const policy = { capacity: 7, refillPerSecond: 0 }
-    const decisions = await Promise.all(Array.from({ length: 20 }, () => store.consume([{ key: '{one}:k', policy, cost: 1 }])))
-    t.same(decisions.map((d) => d.allowed), [...Array(7).fill(true), ...Array(13).fill(false)])
+    const decisions = await Promise.all(Array.from({ length: 20 }, async () => store.consume([{ key: '{one}:k', policy, cost: 1 }])))
+    t.same(decisions.map((d) => d.allowed), [...new Array<boolean>(7).fill(true), ...new Array<boolean>(13).fill(false)])
     t.same(decisions.slice(0, 7).map((d) => d.tokens[0]), [6, 5, 4, 3, 2, 1, 0])
     await store.close()
   })
