@@ -299,7 +299,7 @@ export class RedisStore implements Store {
       const timer = setTimeout(() => { reject(new Error(`fastify-tollgate: Redis did not answer within ${this.timeoutMs} ms`)) }, this.timeoutMs)
       call.then(
         (value) => { clearTimeout(timer); resolve(value) },
-        (error: unknown) => { clearTimeout(timer); reject(error as Error) }
+        (error: Error) => { clearTimeout(timer); reject(error) }
       )
     })
   }
