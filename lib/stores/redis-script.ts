@@ -3,11 +3,14 @@
  * in one call, atomically. The same arithmetic, in the same order, as `tokensAt`,
  * `msUntil` and `consume`; the conformance cases and a differential test run both.
  *
- * KEYS: every bucket key of every decision, in order.
+ * KEYS: every bucket key of every decision, in order. On a Cluster, KEYS holds
+ *       only the first key (it routes the call to its node) and ARGV ends with
+ *       every key, since a node refuses declared keys of several slots (CROSSSLOT).
  * ARGV: now (ms; '' = Redis TIME), the TTL (ms) of a bucket that never refills,
  *       a flag '1' to give every key that TTL (a test clock: Redis expires keys in
- *       its own time), the number of decisions, then per decision: its bucket
- *       count, then per bucket: capacity, refill per second, cost.
+ *       its own time), the number of decisions, the number of keys at the end of
+ *       ARGV (0: the keys are KEYS), then per decision: its bucket count, then per
+ *       bucket: capacity, refill per second, cost.
  * Returns, per decision: '1' or '0' (allowed), the retry in ms, then the tokens of
  * each bucket after the step; all as strings, since ioredis 6 speaks RESP3 and a
  * Lua number would come back truncated to an integer.
@@ -25,7 +28,13 @@ end
 local neverFullTtl = tonumber(ARGV[2])
 local fixedTtl = ARGV[3] == '1'
 local decisions = tonumber(ARGV[4])
-local arg = 5
+local keysInArgv = tonumber(ARGV[5])
+local keys = KEYS
+if keysInArgv > 0 then
+  keys = {}
+  for i = 1, keysInArgv do keys[i] = ARGV[#ARGV - keysInArgv + i] end
+end
+local arg = 6
 local key = 1
 local out = {}
 local function fmt (x) return string.format('%.17g', x) end
@@ -39,7 +48,7 @@ for _ = 1, decisions do
     local capacity, rate, cost = tonumber(ARGV[arg]), tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2])
     arg = arg + 3
     local available = capacity
-    local stored = redis.call('GET', KEYS[key + i - 1])
+    local stored = redis.call('GET', keys[key + i - 1])
     if stored then
       local space = string.find(stored, ' ', 1, true)
       available = tonumber(string.sub(stored, 1, space - 1))
@@ -69,9 +78,9 @@ for _ = 1, decisions do
       else ttl = math.ceil(missing * 1000 / rates[i]) end
       if fixedTtl then ttl = neverFullTtl end
       if ttl <= 0 then
-        redis.call('DEL', KEYS[key + i - 1])
+        redis.call('DEL', keys[key + i - 1])
       else
-        redis.call('SET', KEYS[key + i - 1], fmt(left) .. ' ' .. fmt(now), 'PX', ttl)
+        redis.call('SET', keys[key + i - 1], fmt(left) .. ' ' .. fmt(now), 'PX', ttl)
       end
     end
   end
@@ -88,7 +97,8 @@ export const CONSUME_SCRIPT = body
 
 /**
  * For Redis Cluster (Redis 7+): one call carries the decisions of many identities
- * whose slots live on one node; each decision's own keys share one slot.
+ * whose slots live on one node (each decision's own keys share one slot); the
+ * flag lets the script touch keys of several slots of that node.
  */
 export const CONSUME_SCRIPT_CLUSTER = '#!lua flags=allow-cross-slot-keys\n' + body
 

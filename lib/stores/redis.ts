@@ -258,7 +258,11 @@ export class RedisStore implements Store {
     }
     const now = this.testClock === undefined ? '' : this.testClock()
     const fixedTtl = this.testClock === undefined ? '0' : '1'
-    this.withTimeout(this.consumeCommand.call(this.client, keys.length, ...keys, now, this.neverFullTtlMs, fixedTtl, batch.length, ...args))
+    const head = [now, this.neverFullTtlMs, fixedTtl, batch.length]
+    const call = this.cluster
+      ? this.consumeCommand.call(this.client, 1, keys[0] as string, ...head, keys.length, ...args, ...keys)
+      : this.consumeCommand.call(this.client, keys.length, ...keys, ...head, 0, ...args)
+    this.withTimeout(call)
       .then((reply) => {
         const decisions = this.parse(reply, batch)
         this.succeeded()
