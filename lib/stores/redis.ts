@@ -337,15 +337,16 @@ export class RedisStore implements Store {
       this.log('warn', 'degraded', { failMode: 'open' }, 'fastify-tollgate: Redis unavailable; allowing requests uncounted (failMode open)')
       return { allowed: true, tokens: buckets.map((bucket) => bucket.policy.capacity), retryAfterMs: 0, degraded: 'open' }
     }
-    const share = Math.min(1, (1 + this.fallbackHeadroom) / this.liveReplicas)
+    // x × (1 + headroom) / N, in that order: 30 × 1.2 / 3 is 12, where 30 × (1.2 / 3) falls short of it.
+    const share = (x: number): number => Math.min(x, x * (1 + this.fallbackHeadroom) / this.liveReplicas)
     const policies: BucketPolicy[] = []
     const local = buckets.map((bucket) => {
-      const policy = { capacity: Math.max(1, bucket.policy.capacity * share), refillPerSecond: bucket.policy.refillPerSecond * share }
+      const policy = { capacity: Math.max(1, share(bucket.policy.capacity)), refillPerSecond: share(bucket.policy.refillPerSecond) }
       policies.push(policy)
       // A cost above the local capacity takes the whole local bucket, so heavy routes stay possible.
       return { key: bucket.key, policy, cost: Math.min(bucket.cost, policy.capacity) }
     })
-    this.log('warn', 'degraded', { failMode: 'local', share, liveReplicas: this.liveReplicas },
+    this.log('warn', 'degraded', { failMode: 'local', headroom: this.fallbackHeadroom, liveReplicas: this.liveReplicas },
       'fastify-tollgate: Redis unavailable; enforcing this replica\'s share locally (failMode local)')
     return { ...this.fallback.consume(local), degraded: 'local', policies }
   }
