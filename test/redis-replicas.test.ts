@@ -2,7 +2,8 @@ import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Cluster, Redis } from 'ioredis'
 import tollgate, { memoryStore, redisStore, type Store } from '../lib/index.js'
-import { commandCalls, requireRedis, startCluster, startRedis } from './redis-server.js'
+import { clusterSlot } from '../lib/stores/cluster-slot.js'
+import { commandCalls, redisAvailable, requireRedis, startCluster, startRedis, type RedisServer } from './redis-server.js'
 
 /** Three replicas of one API, each with its own store. */
 async function replicas (t: Test, makeStore: () => Store, edge = { capacity: 30, refillPerSecond: 2 }): Promise<FastifyInstance[]> {
@@ -103,6 +104,25 @@ if (requireRedis(t)) {
       t.ok(keys.length > 0, 'this node holds some users')
       for (const key of keys) t.ok(await inspector.pttl(key) > 0, `${key} has a TTL`)
     }
+    await store.close()
+  })
+}
+
+if (redisAvailable) {
+  t.test('clusterSlot agrees with CLUSTER KEYSLOT', async (t) => {
+    const cluster = await startCluster(t)
+    const inspector = (cluster.nodes[0] as RedisServer).client()
+    t.teardown(() => { inspector.disconnect() })
+    for (const key of ['123456789', 'tollgate:{user:42}:app', '{user:42}', 'a{}b', '{}{x}', 'no-tag}', 'open{only', 'x{y}z{w}', 'ümlaut{é}', '']) {
+      t.equal(clusterSlot(key), await inspector.cluster('KEYSLOT', key), JSON.stringify(key))
+    }
+    // A store used before the cluster client knows its slots still decides (grouped by slot meanwhile).
+    const client = new Cluster(cluster.ports.map((port) => ({ host: '127.0.0.1', port })))
+    t.teardown(() => { client.disconnect() })
+    const store = redisStore({ client, heartbeatIntervalMs: 0, timeoutMs: 2000 })
+    const decision = await store.consume([{ key: '{early}:k', policy: { capacity: 2, refillPerSecond: 1 }, cost: 1 }])
+    t.match(decision, { allowed: true, tokens: [1] })
+    t.equal(decision.degraded, undefined, 'decided by Redis')
     await store.close()
   })
 }

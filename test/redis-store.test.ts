@@ -1,8 +1,9 @@
 import t from 'tap'
 import { Redis } from 'ioredis'
 import { memoryStore, redisStore, type BucketPolicy, type BucketRequest } from '../lib/index.js'
+import { parseNumber } from '../lib/stores/redis.js'
 import { manualClock, storeConformance } from './helpers.js'
-import { commandCalls, requireRedis, startRedis } from './redis-server.js'
+import { commandCalls, freePort, requireRedis, startRedis } from './redis-server.js'
 
 /** A small seeded PRNG (mulberry32), so a failing sequence can be replayed. */
 function random (seed: number): () => number {
@@ -129,6 +130,40 @@ if (requireRedis(t)) {
     await store.close()
   })
 
+  t.test('the deny cache answers until the retry time, and only for costs at least as high', async (t) => {
+    const server = await startRedis(t)
+    const client = new Redis({ port: server.port })
+    const inspector = server.client()
+    t.teardown(() => { client.disconnect(); inspector.disconnect() })
+    const clock = manualClock()
+    const store = redisStore({ client, clock: clock.now, heartbeatIntervalMs: 0 })
+    const policy = { capacity: 10, refillPerSecond: 1 }
+    const both = (cost: number) => [{ key: '{d}:a', policy, cost }, { key: '{d}:b', policy, cost: 1 }]
+    t.equal((await store.consume(both(8))).allowed, true) // a: 2 left
+    const scriptCalls = async () => { const stats = await commandCalls(inspector); return (stats.evalsha ?? 0) + (stats.eval ?? 0) }
+    const start = await scriptCalls()
+    const refused = await store.consume(both(5))
+    t.match(refused, { allowed: false, retryAfterMs: 3000 })
+    clock.set(1000)
+    const cached = store.consume(both(6))
+    t.notOk(cached instanceof Promise, 'answered synchronously from the cache')
+    t.match(cached, { allowed: false, retryAfterMs: 2000, tokens: [3, 10] }, 'with tokens and retry as of now')
+    t.equal(await scriptCalls(), start + 1, 'no call for the cached refusal')
+    t.equal((await store.consume(both(3))).allowed, true, 'a cheaper request is asked of Redis, and passes')
+    t.equal(await scriptCalls(), start + 2)
+    clock.set(3000)
+    t.match(await store.consume(both(5)), { allowed: false, retryAfterMs: 3000 }, 'at the retry time, Redis decides again (a was spent meanwhile)')
+    t.equal(await scriptCalls(), start + 3)
+    const small = redisStore({ client, clock: clock.now, heartbeatIntervalMs: 0, denyCacheSize: 2, prefix: 'small:' })
+    for (const key of ['x', 'y', 'z']) {
+      await small.consume([{ key: `{${key}}`, policy, cost: 10 }])
+      await small.consume([{ key: `{${key}}`, policy, cost: 10 }])
+    }
+    t.equal((small as unknown as { denials: Map<string, unknown> }).denials.size, 1, 'bounded: cleared when full')
+    await store.close()
+    await small.close()
+  })
+
   t.test('the prefix option', async (t) => {
     const server = await startRedis(t)
     const client = new Redis({ port: server.port })
@@ -139,6 +174,40 @@ if (requireRedis(t)) {
     await store.close()
   })
 }
+
+t.test('standalone, with Redis unreachable: decides by failMode, logs by its interval', async (t) => {
+  const port = await freePort()
+  const client = new Redis({ port, lazyConnect: true, enableOfflineQueue: false, retryStrategy: () => null })
+  client.on('error', () => {})
+  t.teardown(() => { client.disconnect() })
+  const policy = { capacity: 2, refillPerSecond: 0 }
+  const quiet = redisStore({ client, heartbeatIntervalMs: 0, breakerThreshold: 1 })
+  t.match(await quiet.consume([{ key: '{q}:k', policy, cost: 1 }]), { allowed: true, degraded: 'local', tokens: [1] }, 'no logger: silent')
+  t.equal(quiet.state, 'open')
+  t.match(quiet.consume([{ key: '{q}:k', policy, cost: 1 }]), { allowed: true, degraded: 'local', tokens: [0] }, 'breaker open: answered locally at once')
+  t.match(quiet.consume([{ key: '{q}:k', policy, cost: 1 }]), { allowed: false, degraded: 'local' })
+  const lines: Array<{ object: Record<string, unknown>, message: string }> = []
+  const record = (object: object, message: string): void => { lines.push({ object: object as Record<string, unknown>, message }) }
+  const chatty = redisStore({ client, heartbeatIntervalMs: 0, failMode: 'open', logIntervalMs: 0, breakerThreshold: 1 })
+  chatty.useLogger({ info: record, warn: record, error: record })
+  await chatty.consume([{ key: '{c}:k', policy, cost: 1 }])
+  chatty.consume([{ key: '{c}:k', policy, cost: 1 }])
+  t.same(lines.map((line) => [line.message.slice(0, 40), line.object.suppressed]), [
+    ['fastify-tollgate: Redis call failed; dec', 0],
+    ['fastify-tollgate: Redis unavailable; all', 0],
+    ['fastify-tollgate: Redis unavailable; all', 0]
+  ], 'logIntervalMs 0 logs every event')
+  await quiet.close()
+  await chatty.close()
+})
+
+t.test('replies of the script are parsed strictly', async (t) => {
+  t.equal(parseNumber('inf'), Infinity)
+  t.equal(parseNumber('2.75'), 2.75)
+  t.equal(parseNumber('0.10000000000000001'), 0.1)
+  t.throws(() => parseNumber(undefined), /unexpected reply from the Redis script/)
+  t.throws(() => parseNumber('nan'), /unexpected reply/)
+})
 
 t.test('invalid redisStore options fail with a coded error', async (t) => {
   const client = { defineCommand () {} }

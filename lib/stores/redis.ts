@@ -89,10 +89,11 @@ const OPTION_KEYS = [
   'client', 'prefix', 'timeoutMs', 'failMode', 'fallbackHeadroom', 'replicas', 'heartbeatIntervalMs', 'breakerThreshold',
   'probeIntervalMs', 'denyCacheSize', 'maxBatch', 'neverFullTtlMs', 'logIntervalMs', 'clock'
 ]
-const silent: StoreLogger = { info () {}, warn () {}, error () {} }
+const ignore = (): void => {}
+const silent: StoreLogger = { info: ignore, warn: ignore, error: ignore }
 
-/** Parses a number the script formatted with %.17g. */
-function parseNumber (text: unknown): number {
+/** Parses a number the script formatted with %.17g (`inf` included); throws on anything else. */
+export function parseNumber (text: unknown): number {
   if (text === 'inf') return Infinity
   const value = Number(text)
   if (Number.isNaN(value)) throw new Error(`fastify-tollgate: unexpected reply from the Redis script: ${String(text)}`)
@@ -286,12 +287,12 @@ export class RedisStore implements Store {
   }
 
   private parse (reply: unknown, batch: Pending[]): StoreDecision[] {
-    if (!Array.isArray(reply)) throw new Error('fastify-tollgate: the Redis script returned no array')
+    const values = reply as unknown[]
     let at = 0
     return batch.map(({ buckets }) => {
-      const allowed = reply[at] === '1'
-      const retryAfterMs = parseNumber(reply[at + 1])
-      const tokens = buckets.map((_bucket, i) => parseNumber(reply[at + 2 + i]))
+      const allowed = values[at] === '1'
+      const retryAfterMs = parseNumber(values[at + 1])
+      const tokens = buckets.map((_bucket, i) => parseNumber(values[at + 2 + i]))
       at += 2 + buckets.length
       return { allowed, tokens, retryAfterMs }
     })
