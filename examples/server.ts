@@ -56,8 +56,8 @@ export async function buildServer ({ store = memoryStore(), secret = 'demo-secre
   return app
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const app = await buildServer({ logger: process.env.LOG === '1' })
+/** Listens on HOST:PORT (default 127.0.0.1:3000), prints curl lines to try, and closes on SIGINT or SIGTERM. */
+export async function serve (app: FastifyInstance): Promise<void> {
   const port = Number(process.env.PORT ?? 3000)
   const url = await app.listen({ port, host: process.env.HOST ?? '127.0.0.1' })
   process.stdout.write(`fastify-tollgate demo listening on ${url}
@@ -76,4 +76,8 @@ Press Ctrl+C to stop.
   const stop = (): void => { void app.close().then(() => process.exit(0)) }
   process.once('SIGINT', stop)
   process.once('SIGTERM', stop)
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  await serve(await buildServer({ logger: process.env.LOG === '1' }))
 }

@@ -2,7 +2,10 @@ import t from 'tap'
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { memoryStore } from '../lib/index.js'
+import type { FastifyInstance } from 'fastify'
 import { buildServer } from '../examples/server.js'
+import { buildRedisServer } from '../examples/redis.js'
+import { requireRedis, startRedis } from './redis-server.js'
 import { count, manualClock, statuses } from './helpers.js'
 
 t.test('the demo API limits as its README says', async (t) => {
@@ -43,4 +46,19 @@ t.test('npm start: the compiled demo starts, prints curl lines and answers', asy
   const exited = new Promise((resolve) => child.once('exit', resolve))
   child.kill('SIGTERM')
   t.equal(await exited, 0, 'stops cleanly on SIGTERM')
+})
+
+t.test('the Redis demo shares one quota between two replicas', async (t) => {
+  if (!requireRedis(t)) return
+  const server = await startRedis(t)
+  const url = `redis://127.0.0.1:${server.port}`
+  const replicas = [await buildRedisServer(url), await buildRedisServer(url)]
+  t.teardown(async () => { for (const app of replicas) await app.close() })
+  const [first, second] = replicas as [FastifyInstance, FastifyInstance]
+  const authorization = `Bearer ${(await first.inject('/token?user=alice')).json().token as string}`
+  const exportOn = async (app: FastifyInstance) => (await app.inject({ method: 'POST', url: '/export', headers: { authorization } })).statusCode
+  t.same([await exportOn(first), await exportOn(second), await exportOn(first)], [200, 200, 429], '20 tokens shared: two exports in all')
+  const inspector = server.client()
+  t.teardown(() => { inspector.disconnect() })
+  t.ok((await inspector.keys('tollgate:{user:alice}:*')).length === 2, 'the user and route buckets live in Redis')
 })
