@@ -53,8 +53,8 @@ export function report (step: Step, decision: StoreDecision): LimitDecision {
     buckets: step.buckets.map((bucket, i) => ({
       name: (step.named[i] as NamedPolicy).name,
       key: bucket.key,
-      capacity: bucket.policy.capacity,
-      refillPerSecond: bucket.policy.refillPerSecond,
+      capacity: (decision.policies?.[i] ?? bucket.policy).capacity,
+      refillPerSecond: (decision.policies?.[i] ?? bucket.policy).refillPerSecond,
       tokens: decision.tokens[i] as number
     }))
   }

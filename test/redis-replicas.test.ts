@@ -47,12 +47,23 @@ if (requireRedis(t)) {
     const apps = await replicas(t, () => {
       const client = new Redis({ port: server.port, enableOfflineQueue: false })
       clients.push(client)
-      return redisStore({ client })
+      return redisStore({ client, heartbeatIntervalMs: 100 })
     })
     await Promise.all(clients.map(ready)) // without the offline queue, commands fail until connected
     const { admitted, elapsedS, statuses } = await spray(apps, 300)
     t.ok(admitted >= 30 && admitted <= 30 + Math.ceil(2 * elapsedS), `admitted ${admitted} of 300 (B = 30, R = 2/s, ${elapsedS.toFixed(2)} s)`)
     t.same(statuses.filter((status) => status !== 200 && status !== 429), [], 'only 200 and 429')
+    const inspector = server.client()
+    t.teardown(() => { inspector.disconnect() })
+    const deadline = performance.now() + 3000
+    while (await inspector.zcard('tollgate:{replicas}') < 3 && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+    const keys = await inspector.keys('*')
+    t.same(keys.sort(), ['tollgate:{ip:127.0.0.1}:edge', 'tollgate:{replicas}'])
+    for (const key of keys) {
+      t.match(key, /\{[^{}]+\}/, `${key} has a hash tag`)
+      t.ok(await inspector.pttl(key) > 0, `${key} has a TTL`)
+    }
+    t.equal(await inspector.zcard('tollgate:{replicas}'), 3, 'the heartbeat sees three replicas')
   })
 
   t.test('1 000 concurrent requests on one key, across replicas, admit exactly the capacity', async (t) => {

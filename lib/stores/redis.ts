@@ -85,6 +85,8 @@ type ScriptCall = (this: RedisClientLike, ...args: Array<string | number>) => Pr
 const CONSUME_COMMAND = 'tollgateConsume'
 const CONSUME_CLUSTER_COMMAND = 'tollgateConsumeCluster'
 const HEARTBEAT_COMMAND = 'tollgateHeartbeat'
+/** The heartbeat's sorted set; hash-tagged like every other key. */
+const REPLICAS_KEY = '{replicas}'
 const OPTION_KEYS = [
   'client', 'prefix', 'timeoutMs', 'failMode', 'fallbackHeadroom', 'replicas', 'heartbeatIntervalMs', 'breakerThreshold',
   'probeIntervalMs', 'denyCacheSize', 'maxBatch', 'neverFullTtlMs', 'logIntervalMs', 'clock'
@@ -214,7 +216,7 @@ export class RedisStore implements Store {
     if (this.heartbeatTimer !== undefined) clearInterval(this.heartbeatTimer)
     this.heartbeatTimer = undefined
     if (this.heartbeatIntervalMs > 0) {
-      await this.withTimeout(this.heartbeatCommand.call(this.client, this.key('replicas'), this.replicaId, 3 * this.heartbeatIntervalMs, '1'))
+      await this.withTimeout(this.heartbeatCommand.call(this.client, this.key(REPLICAS_KEY), this.replicaId, 3 * this.heartbeatIntervalMs, '1'))
         .catch(() => {})
     }
     this.fallback.close()
@@ -383,7 +385,7 @@ export class RedisStore implements Store {
   }
 
   private heartbeat (): void {
-    this.withTimeout(this.heartbeatCommand.call(this.client, this.key('replicas'), this.replicaId, 3 * this.heartbeatIntervalMs, '0'))
+    this.withTimeout(this.heartbeatCommand.call(this.client, this.key(REPLICAS_KEY), this.replicaId, 3 * this.heartbeatIntervalMs, '0'))
       .then((count) => { this.liveReplicas = Math.max(1, parseNumber(count)) })
       .catch((error: unknown) => {
         this.log('warn', 'heartbeat-failed', { err: error }, 'fastify-tollgate: Redis heartbeat failed; keeping the last replica count')
