@@ -1,0 +1,76 @@
+// One bench scenario as a fresh server process: node bench/server.js <scenario> <port> [redisPort]
+// Prints "ready" when listening. A line "mark" on stdin starts the CPU count (after
+// the warm-up); on SIGTERM it prints {"rss", "heapUsed", "cpuUs"} and exits.
+// Plain JavaScript: @fastify/rate-limit's route-config types clash with ours (TS2717).
+import Fastify from 'fastify'
+import { Redis } from 'ioredis'
+
+const [scenario, port, redisPort] = process.argv.slice(2)
+const ALL = 1e9 // a quota never reached: every request is allowed
+const FLOOD = 10 // a quota spent at once: almost every request is refused
+
+const redis = () => new Redis({ port: Number(redisPort), host: '127.0.0.1', enableOfflineQueue: true })
+
+async function build () {
+  const app = Fastify({ logger: false })
+  const [name, layers, storeName] = scenario.split(':')
+  const useRedis = storeName === 'redis'
+  const quota = layers === 'flood' ? FLOOD : ALL
+  let client
+  if (useRedis) {
+    client = redis()
+    await new Promise((resolve) => client.once('ready', resolve))
+    app.addHook('onClose', async () => { client.disconnect() })
+  }
+
+  if (name === 'tollgate') {
+    const { default: tollgate, memoryStore, redisStore } = await import('fastify-tollgate')
+    const store = useRedis ? redisStore({ client, heartbeatIntervalMs: 0, timeoutMs: 1000 }) : memoryStore()
+    const refill = quota === ALL ? ALL : 1
+    const options = { store, edge: { capacity: quota, refillPerSecond: refill } }
+    if (layers === 'both') {
+      options.app = { tiers: { default: { capacity: quota, refillPerSecond: refill } }, identify: (request) => ({ id: request.headers['x-user'] ?? 'anonymous' }) }
+    }
+    if (layers === 'keys') options.edge.key = (request) => request.headers['x-api-key']
+    await app.register(tollgate, options)
+  } else if (name === 'frl') {
+    const { default: rateLimit } = await import('@fastify/rate-limit')
+    const options = { max: quota, timeWindow: 60_000 }
+    if (useRedis) options.redis = client
+    if (layers === 'keys') {
+      options.keyGenerator = (request) => request.headers['x-api-key']
+      options.cache = 100_000
+    }
+    await app.register(rateLimit, options)
+  } else if (name === 'rlf') {
+    const { RateLimiterMemory, RateLimiterRedis } = await import('rate-limiter-flexible')
+    const limiter = useRedis
+      ? new RateLimiterRedis({ storeClient: client, points: quota, duration: 60 })
+      : new RateLimiterMemory({ points: quota, duration: 60 })
+    app.addHook('onRequest', async (request, reply) => {
+      try {
+        await limiter.consume(request.ip)
+      } catch {
+        reply.code(429).send({ statusCode: 429, error: 'Too Many Requests' })
+        return reply
+      }
+    })
+  } else if (name !== 'bare') {
+    throw new Error(`unknown scenario ${scenario}`)
+  }
+  app.get('/', async () => ({ hello: 'world' }))
+  return app
+}
+
+const app = await build()
+await app.listen({ port: Number(port), host: '127.0.0.1' })
+process.stdout.write('ready\n')
+let mark = process.cpuUsage()
+process.stdin.on('data', () => { mark = process.cpuUsage() })
+process.once('SIGTERM', () => {
+  const cpu = process.cpuUsage(mark)
+  if (typeof globalThis.gc === 'function') globalThis.gc()
+  const { rss, heapUsed } = process.memoryUsage()
+  process.stdout.write(JSON.stringify({ rss, heapUsed, cpuUs: cpu.user + cpu.system }) + '\n')
+  void app.close().then(() => process.exit(0))
+})
