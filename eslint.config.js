@@ -25,6 +25,7 @@ export default tseslint.config(
     files: ['bench/**/*.js'],
     ...tseslint.configs.disableTypeChecked,
     languageOptions: {
+      parserOptions: { projectService: false, program: null, project: false },
       globals: { process: 'readonly', console: 'readonly', setTimeout: 'readonly', performance: 'readonly', globalThis: 'readonly', Buffer: 'readonly' }
     }
   },
