@@ -90,6 +90,13 @@ export function consume (
   return { allowed, tokens, retryAfterMs: 0 }
 }
 
+/** `consume` for a single bucket, without the arrays. */
+export function consumeOne (state: BucketState | undefined, policy: BucketPolicy, cost: number, nowMs: number): BucketDecision {
+  const available = tokensAt(state, policy, nowMs)
+  if (available >= cost) return { allowed: true, tokens: [available - cost], retryAfterMs: 0 }
+  return { allowed: false, tokens: [available], retryAfterMs: msUntil(available, cost, policy) }
+}
+
 /** Milliseconds until a bucket holding `tokens` is full again (`Infinity` if it never refills and is not full). */
 export function msUntilFull (tokens: number, policy: BucketPolicy): number {
   return msUntil(tokens, policy.capacity, policy)

@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap'
-import { consume, msUntil, tokensAt, type BucketPolicy, type BucketState } from '../lib/bucket.js'
+import { consume, consumeOne, msUntil, tokensAt, type BucketPolicy, type BucketState } from '../lib/bucket.js'
 import { conformanceCases } from './helpers.js'
 
 /** Runs steps through the pure engine, keeping state as a store would. */
@@ -157,4 +157,21 @@ t.test('msUntil', async (t) => {
   t.equal(msUntil(0, 1, B20R5), 200)
   t.equal(msUntil(0, 21, B20R5), Infinity, 'above capacity')
   t.equal(msUntil(0, 1, { capacity: 1, refillPerSecond: 0 }), Infinity, 'no refill')
+})
+
+t.test('consumeOne decides exactly as consume over one bucket', async (t) => {
+  const policies: BucketPolicy[] = [B20R5, { capacity: 1, refillPerSecond: 0 }, { capacity: 3.5, refillPerSecond: 0.25 }]
+  const states: Array<BucketState | undefined> = [undefined, { tokens: 0, lastMs: 500 }, { tokens: 2.25, lastMs: 1000 }, { tokens: 19.5, lastMs: 2000 }]
+  let compared = 0
+  for (const policy of policies) {
+    for (const state of states) {
+      for (const cost of [0, 0.5, 1, 3, 20, 21]) {
+        for (const nowMs of [0, 499, 1000, 1500, 60_000]) {
+          t.same(consumeOne(state, policy, cost, nowMs), consume([state], [policy], [cost], nowMs))
+          compared++
+        }
+      }
+    }
+  }
+  t.equal(compared, 360)
 })
