@@ -33,6 +33,7 @@ const SCENARIOS = [
   ['rlf memory', 'rlf:all:memory', 1, 'rate-limiter-flexible RateLimiterMemory in onRequest'],
   ['tollgate edge memory', 'tollgate:edge:memory', 1, 'edge layer, memoryStore'],
   ['tollgate both memory', 'tollgate:both:memory', 1, 'edge + app layers, memoryStore'],
+  ['floor for two layers (memory)', 'floor', 1, 'no limiter: the two hooks and four header members alone'],
   ['frl redis', 'frl:all:redis', 1, '@fastify/rate-limit, RedisStore'],
   ['rlf redis', 'rlf:all:redis', 1, 'rate-limiter-flexible RateLimiterRedis'],
   ['tollgate edge redis', 'tollgate:edge:redis', 1, 'edge layer, redisStore'],

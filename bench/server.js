@@ -55,6 +55,21 @@ async function build () {
         return reply
       }
     })
+  } else if (name === 'floor') {
+    // What any two-layer limiter pays in Fastify before deciding anything: a global
+    // onRequest hook, a route-level preHandler hook, and the two headers with both members.
+    app.addHook('onRequest', (request, reply, done) => {
+      reply.header('ratelimit-policy', '"edge";q=1000000000;w=1')
+      reply.header('ratelimit', '"edge";r=999999999;t=0')
+      done()
+    })
+    app.addHook('onRoute', (routeOptions) => {
+      routeOptions.preHandler = [(request, reply, done) => {
+        reply.header('ratelimit-policy', `${reply.getHeader('ratelimit-policy')}, "app";q=1000000000;w=1`)
+        reply.header('ratelimit', `${reply.getHeader('ratelimit')}, "app";r=999999999;t=0`)
+        done()
+      }]
+    })
   } else if (name !== 'bare') {
     throw new Error(`unknown scenario ${scenario}`)
   }

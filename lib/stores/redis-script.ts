@@ -38,6 +38,7 @@ local arg = 6
 local key = 1
 local out = {}
 local function fmt (x) return string.format('%.17g', x) end
+local nowText = fmt(now)
 for _ = 1, decisions do
   local count = tonumber(ARGV[arg])
   arg = arg + 1
@@ -66,11 +67,13 @@ for _ = 1, decisions do
       if wait > retry then retry = wait end
     end
   end
+  local texts = {}
   if allowed then
     retry = 0
     for i = 1, count do
       local left = tokens[i] - costs[i]
       tokens[i] = left
+      texts[i] = fmt(left)
       local missing = capacities[i] - left
       local ttl
       if missing <= 0 then ttl = 0
@@ -80,13 +83,13 @@ for _ = 1, decisions do
       if ttl <= 0 then
         redis.call('DEL', keys[key + i - 1])
       else
-        redis.call('SET', keys[key + i - 1], fmt(left) .. ' ' .. fmt(now), 'PX', ttl)
+        redis.call('SET', keys[key + i - 1], texts[i] .. ' ' .. nowText, 'PX', ttl)
       end
     end
   end
   out[#out + 1] = allowed and '1' or '0'
   out[#out + 1] = fmt(retry)
-  for i = 1, count do out[#out + 1] = fmt(tokens[i]) end
+  for i = 1, count do out[#out + 1] = texts[i] or fmt(tokens[i]) end
   key = key + count
 end
 return out
