@@ -58,7 +58,6 @@ t.test('the Redis demo shares one quota between two replicas', async (t) => {
   const authorization = `Bearer ${(await first.inject('/token?user=alice')).json().token as string}`
   const exportOn = async (app: FastifyInstance) => (await app.inject({ method: 'POST', url: '/export', headers: { authorization } })).statusCode
   t.same([await exportOn(first), await exportOn(second), await exportOn(first)], [200, 200, 429], '20 tokens shared: two exports in all')
-  const inspector = server.client()
-  t.teardown(() => { inspector.disconnect() })
+  const inspector = server.client(t)
   t.ok((await inspector.keys('tollgate:{user:alice}:*')).length === 2, 'the user and route buckets live in Redis')
 })

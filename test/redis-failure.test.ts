@@ -109,8 +109,7 @@ if (requireRedis(t)) {
   t.test('CLIENT PAUSE (a slow Redis): answers stay within the timeout', async (t) => {
     const server = await startRedis(t)
     const { app, store } = await appOn(t, server, 'local')
-    const inspector = server.client()
-    t.teardown(() => { inspector.disconnect() })
+    const inspector = server.client(t)
     t.equal((await app.inject('/')).statusCode, 200)
     await inspector.client('PAUSE', 500, 'ALL')
     const latencies: number[] = []
@@ -132,9 +131,8 @@ if (requireRedis(t)) {
 
   t.test('a flood of refused requests from one client costs Redis almost nothing (deny cache)', async (t) => {
     const server = await startRedis(t)
-    const client = new Redis({ port: server.port })
-    const inspector = server.client()
-    t.teardown(() => { client.disconnect(); inspector.disconnect() })
+    const client = server.client(t)
+    const inspector = server.client(t)
     const app = Fastify()
     await app.register(tollgate, { store: redisStore({ client, heartbeatIntervalMs: 0 }), edge: { capacity: 5, refillPerSecond: 0.5 } })
     app.get('/', async () => 'ok')

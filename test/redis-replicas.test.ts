@@ -53,8 +53,7 @@ if (requireRedis(t)) {
     const { admitted, elapsedS, statuses } = await spray(apps, 300)
     t.ok(admitted >= 30 && admitted <= 30 + Math.ceil(2 * elapsedS), `admitted ${admitted} of 300 (B = 30, R = 2/s, ${elapsedS.toFixed(2)} s)`)
     t.same(statuses.filter((status) => status !== 200 && status !== 429), [], 'only 200 and 429')
-    const inspector = server.client()
-    t.teardown(() => { inspector.disconnect() })
+    const inspector = server.client(t)
     const deadline = performance.now() + 3000
     while (await inspector.zcard('tollgate:{replicas}') < 3 && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
     const keys = await inspector.keys('*')
@@ -122,8 +121,7 @@ if (requireRedis(t)) {
 if (redisAvailable) {
   t.test('clusterSlot agrees with CLUSTER KEYSLOT', async (t) => {
     const cluster = await startCluster(t)
-    const inspector = (cluster.nodes[0] as RedisServer).client()
-    t.teardown(() => { inspector.disconnect() })
+    const inspector = (cluster.nodes[0] as RedisServer).client(t)
     for (const key of ['123456789', 'tollgate:{user:42}:app', '{user:42}', 'a{}b', '{}{x}', 'no-tag}', 'open{only', 'x{y}z{w}', 'ümlaut{é}', '']) {
       t.equal(clusterSlot(key), await inspector.cluster('KEYSLOT', key), JSON.stringify(key))
     }

@@ -103,9 +103,11 @@ export class RedisServer {
     rmSync(this.dir, { recursive: true, force: true })
   }
 
-  /** A client of this server, for the test's own inspection. */
-  client (): Redis {
-    return new Redis({ port: this.port, host: '127.0.0.1', maxRetriesPerRequest: 1 })
+  /** A client of this server; disconnected when `t` ends, if given. */
+  client (t?: Test): Redis {
+    const client = new Redis({ port: this.port, host: '127.0.0.1', maxRetriesPerRequest: 1 })
+    t?.teardown(() => { client.disconnect() })
+    return client
   }
 }
 

@@ -20,8 +20,7 @@ function random (seed: number): () => number {
 if (requireRedis(t)) {
   t.test('the Lua script passes the conformance cases', async (t) => {
     const server = await startRedis(t)
-    const client = new Redis({ port: server.port })
-    t.teardown(() => { client.disconnect() })
+    const client = server.client(t)
     const clock = manualClock()
     const store = redisStore({ client, clock: clock.now, heartbeatIntervalMs: 0, denyCacheSize: 0 })
     await storeConformance(t, store, clock.set, 'redis')
@@ -30,8 +29,7 @@ if (requireRedis(t)) {
 
   t.test('differential: random sequences give the same decisions in memory and in Redis', async (t) => {
     const server = await startRedis(t)
-    const client = new Redis({ port: server.port })
-    t.teardown(() => { client.disconnect() })
+    const client = server.client(t)
     const seed = Number(process.env.TOLLGATE_SEED ?? 20261130)
     const next = random(seed)
     const clock = manualClock()
@@ -72,9 +70,8 @@ if (requireRedis(t)) {
 
   t.test('decisions asked in one event-loop turn go as one script call', async (t) => {
     const server = await startRedis(t)
-    const client = new Redis({ port: server.port })
-    const inspect = server.client()
-    t.teardown(() => { client.disconnect(); inspect.disconnect() })
+    const client = server.client(t)
+    const inspect = server.client(t)
     const store = redisStore({ client, heartbeatIntervalMs: 0 })
     const policy = { capacity: 100, refillPerSecond: 0 }
     await store.consume([{ key: '{warm}:x', policy, cost: 1 }]) // loads the script
@@ -88,8 +85,7 @@ if (requireRedis(t)) {
 
   t.test('a batch over one key decides in order, exactly', async (t) => {
     const server = await startRedis(t)
-    const client = new Redis({ port: server.port })
-    t.teardown(() => { client.disconnect() })
+    const client = server.client(t)
     const store = redisStore({ client, heartbeatIntervalMs: 0, denyCacheSize: 0 })
     const policy = { capacity: 7, refillPerSecond: 0 }
     const decisions = await Promise.all(Array.from({ length: 20 }, async () => store.consume([{ key: '{one}:k', policy, cost: 1 }])))
@@ -100,8 +96,7 @@ if (requireRedis(t)) {
 
   t.test('every key has a TTL (its time until full) and a hash tag; a full bucket is deleted', async (t) => {
     const server = await startRedis(t)
-    const client = new Redis({ port: server.port })
-    t.teardown(() => { client.disconnect() })
+    const client = server.client(t)
     const store = redisStore({ client, heartbeatIntervalMs: 0, neverFullTtlMs: 60_000 })
     await store.consume([{ key: '{user:42}:app', policy: { capacity: 20, refillPerSecond: 5 }, cost: 10 }, { key: '{user:42}:route:POST /export', policy: { capacity: 3, refillPerSecond: 0.05 }, cost: 1 }])
     await store.consume([{ key: '{ip:1.2.3.4}:edge', policy: { capacity: 5, refillPerSecond: 0 }, cost: 1 }])
@@ -118,8 +113,7 @@ if (requireRedis(t)) {
 
   t.test('keys expire, and an expired bucket is a full one', async (t) => {
     const server = await startRedis(t)
-    const client = new Redis({ port: server.port })
-    t.teardown(() => { client.disconnect() })
+    const client = server.client(t)
     const store = redisStore({ client, heartbeatIntervalMs: 0, denyCacheSize: 0 })
     const policy = { capacity: 1, refillPerSecond: 20 } // full again 50 ms after use
     t.equal((await store.consume([{ key: '{e}:k', policy, cost: 1 }])).allowed, true)
@@ -132,9 +126,8 @@ if (requireRedis(t)) {
 
   t.test('the deny cache answers until the retry time, and only for costs at least as high', async (t) => {
     const server = await startRedis(t)
-    const client = new Redis({ port: server.port })
-    const inspector = server.client()
-    t.teardown(() => { client.disconnect(); inspector.disconnect() })
+    const client = server.client(t)
+    const inspector = server.client(t)
     const clock = manualClock()
     const store = redisStore({ client, clock: clock.now, heartbeatIntervalMs: 0 })
     const policy = { capacity: 10, refillPerSecond: 1 }
@@ -166,8 +159,7 @@ if (requireRedis(t)) {
 
   t.test('the prefix option', async (t) => {
     const server = await startRedis(t)
-    const client = new Redis({ port: server.port })
-    t.teardown(() => { client.disconnect() })
+    const client = server.client(t)
     const store = redisStore({ client, prefix: 'api-v2:', heartbeatIntervalMs: 0 })
     await store.consume([{ key: '{u:1}:app', policy: { capacity: 2, refillPerSecond: 1 }, cost: 1 }])
     t.same(await client.keys('api-v2:*'), ['api-v2:{u:1}:app'])
