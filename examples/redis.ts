@@ -15,7 +15,7 @@ export async function buildRedisServer (redisUrl: string): Promise<FastifyInstan
   // (the store bounds its own wait and falls back by failMode).
   const client = new Redis(redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 0 })
   client.on('error', () => {}) // connection errors are reported by the store, rate-limited
-  if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve))
+  // No need to wait for 'ready' here: app.ready() waits for the client (connectWaitMs).
   const app = await buildServer({
     store: redisStore({ client, failMode: 'local', timeoutMs: 50 }),
     logger: process.env.LOG === '1'

@@ -72,6 +72,7 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
   fastify.addHook('onReady', async () => {
     const [first] = routeErrors
     if (first !== undefined) throw first
+    await settings.store.ready?.()
   })
   fastify.addHook('onClose', async () => { await settings.store.close() })
 }

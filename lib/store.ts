@@ -52,4 +52,6 @@ export interface Store {
   close (): void | Promise<void>
   /** Called once at register with the app's logger. */
   useLogger? (logger: StoreLogger): void
+  /** Awaited at `app.ready()`: a store that connects somewhere may wait for it here (bounded). */
+  ready? (): Promise<void>
 }

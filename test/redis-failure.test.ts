@@ -3,7 +3,7 @@ import { Writable } from 'node:stream'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Redis } from 'ioredis'
 import tollgate, { redisStore, type FailMode, type RedisStore } from '../lib/index.js'
-import { commandCalls, requireRedis, startRedis, type RedisServer } from './redis-server.js'
+import { commandCalls, freePort, requireRedis, startRedis, type RedisServer } from './redis-server.js'
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -104,6 +104,27 @@ if (requireRedis(t)) {
       admitted.push(count)
     }
     t.same(admitted, [12, 12, 12], '30 × 1.2 / 3 = 12 each; 36 in all instead of 90')
+  })
+
+  t.test('Redis down at startup: ready() waits connectWaitMs, then the app serves by failMode', async (t) => {
+    const port = await freePort()
+    const client = new Redis({ port, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => 100 })
+    client.on('error', () => {})
+    t.teardown(() => { client.disconnect() })
+    const lines: string[] = []
+    const stream = new Writable({ write (chunk, _encoding, callback) { lines.push(String(chunk)); callback() } })
+    const app = Fastify({ logger: { level: 'warn', stream } })
+    await app.register(tollgate, { store: redisStore({ client, connectWaitMs: 200, heartbeatIntervalMs: 100 }), edge: { capacity: 5, refillPerSecond: 0 } })
+    app.get('/', async () => 'ok')
+    const started = performance.now()
+    await app.ready()
+    const waited = performance.now() - started
+    t.ok(waited >= 190 && waited < 1500, `ready() waited ${waited.toFixed(0)} ms`)
+    t.ok(lines.some((line) => line.includes('not connected yet')), 'and said so')
+    const response = await app.inject('/')
+    t.equal(response.statusCode, 200, 'served from the local share')
+    t.equal(response.headers['ratelimit-policy'], '"edge";q=5')
+    await app.close()
   })
 
   t.test('CLIENT PAUSE (a slow Redis): answers stay within the timeout', async (t) => {

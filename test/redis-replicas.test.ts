@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Cluster, Redis } from 'ioredis'
-import tollgate, { memoryStore, redisStore, type Store } from '../lib/index.js'
+import tollgate, { memoryStore, redisStore, type RedisStore, type Store } from '../lib/index.js'
 import { clusterSlot } from '../lib/stores/cluster-slot.js'
 import { commandCalls, redisAvailable, requireRedis, startCluster, startRedis, type RedisServer } from './redis-server.js'
 
@@ -17,11 +17,6 @@ async function replicas (t: Test, makeStore: () => Store, edge = { capacity: 30,
   }
   t.teardown(async () => { for (const app of apps) await app.close() })
   return apps
-}
-
-/** Resolves once the client is connected. */
-async function ready (client: Redis): Promise<void> {
-  if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve))
 }
 
 /** Sends `count` requests from one client, round-robin over the replicas, all at once. */
@@ -43,13 +38,17 @@ if (requireRedis(t)) {
   t.test('three replicas on one Redis admit one quota: B + R·t', async (t) => {
     const server = await startRedis(t)
     const clients: Redis[] = []
+    const stores: RedisStore[] = []
     t.teardown(() => { for (const client of clients) client.disconnect() })
     const apps = await replicas(t, () => {
       const client = new Redis({ port: server.port, enableOfflineQueue: false })
       clients.push(client)
-      return redisStore({ client, heartbeatIntervalMs: 100 })
+      const store = redisStore({ client, heartbeatIntervalMs: 100 })
+      stores.push(store)
+      return store
     })
-    await Promise.all(clients.map(ready)) // without the offline queue, commands fail until connected
+    // No waiting for the clients here: app.ready() waits for them (without the offline queue, commands fail until connected).
+    t.equal(stores[2]?.liveReplicas, 3, 'after ready(), the last replica started has counted all three')
     const { admitted, elapsedS, statuses } = await spray(apps, 300)
     t.ok(admitted >= 30 && admitted <= 30 + Math.ceil(2 * elapsedS), `admitted ${admitted} of 300 (B = 30, R = 2/s, ${elapsedS.toFixed(2)} s)`)
     t.same(statuses.filter((status) => status !== 200 && status !== 429), [], 'only 200 and 429')

@@ -31,6 +31,9 @@ export interface RedisClientLike {
   defineCommand (name: string, definition: { lua: string, numberOfKeys?: number }): void
   /** ioredis `Cluster` only: slot → node keys, master first. */
   readonly slots?: ReadonlyArray<readonly string[] | undefined>
+  /** ioredis: `'ready'` once connected. */
+  readonly status?: string
+  once? (event: 'ready', listener: () => void): unknown
 }
 
 export interface RedisStoreOptions {
@@ -61,6 +64,12 @@ export interface RedisStoreOptions {
   /** Fewest ms between two log lines of one kind during an outage. Default 10 000. */
   logIntervalMs?: number
   /**
+   * At `app.ready()`, how long to wait for a client that is still connecting, in ms,
+   * so that a replica starts on the shared quota (and knows the live replicas).
+   * Past it the app starts anyway and the store decides by `failMode`. Default 3000.
+   */
+  connectWaitMs?: number
+  /**
    * Tests only: a clock (ms) passed to the script instead of Redis `TIME`, also used
    * locally. Keys then all get `neverFullTtlMs`, since Redis expires keys in its own time.
    */
@@ -89,7 +98,7 @@ const HEARTBEAT_COMMAND = 'tollgateHeartbeat'
 const REPLICAS_KEY = '{replicas}'
 const OPTION_KEYS = [
   'client', 'prefix', 'timeoutMs', 'failMode', 'fallbackHeadroom', 'replicas', 'heartbeatIntervalMs', 'breakerThreshold',
-  'probeIntervalMs', 'denyCacheSize', 'maxBatch', 'neverFullTtlMs', 'logIntervalMs', 'clock'
+  'probeIntervalMs', 'denyCacheSize', 'maxBatch', 'neverFullTtlMs', 'logIntervalMs', 'connectWaitMs', 'clock'
 ]
 const ignore = (): void => {}
 const silent: StoreLogger = { info: ignore, warn: ignore, error: ignore }
@@ -118,6 +127,7 @@ export class RedisStore implements Store {
   private readonly maxBatch: number
   private readonly neverFullTtlMs: number
   private readonly logIntervalMs: number
+  private readonly connectWaitMs: number
   private readonly testClock: (() => number) | undefined
   private readonly now: () => number
   private readonly replicaId = randomUUID()
@@ -165,6 +175,7 @@ export class RedisStore implements Store {
     this.maxBatch = checkInteger(fail, 'redisStore.maxBatch', given.maxBatch ?? 500, 1)
     this.neverFullTtlMs = checkInteger(fail, 'redisStore.neverFullTtlMs', given.neverFullTtlMs ?? 86_400_000, 1)
     this.logIntervalMs = checkNumber(fail, 'redisStore.logIntervalMs', given.logIntervalMs ?? 10_000, 0)
+    this.connectWaitMs = checkNumber(fail, 'redisStore.connectWaitMs', given.connectWaitMs ?? 3000, 0)
     this.testClock = given.clock === undefined ? undefined : checkFunction<() => number>(fail, 'redisStore.clock', given.clock)
     this.now = this.testClock ?? ((): number => performance.now())
     this.fallback = new MemoryStore({ clock: this.now })
@@ -178,14 +189,34 @@ export class RedisStore implements Store {
     this.heartbeatCommand = commands[HEARTBEAT_COMMAND] as ScriptCall
 
     if (this.heartbeatIntervalMs > 0) {
-      this.heartbeat()
-      this.heartbeatTimer = setInterval(() => { this.heartbeat() }, this.heartbeatIntervalMs)
+      void this.heartbeat()
+      this.heartbeatTimer = setInterval(() => { void this.heartbeat() }, this.heartbeatIntervalMs)
       this.heartbeatTimer.unref()
     }
   }
 
   useLogger (logger: StoreLogger): void {
     this.logger = logger
+  }
+
+  /**
+   * Waits (up to `connectWaitMs`) for a client that is still connecting, then
+   * counts the live replicas once. Called by the plugin at `app.ready()`.
+   */
+  async ready (): Promise<void> {
+    const client = this.client
+    if (client.status !== undefined && client.status !== 'ready' && client.status !== 'wait' && typeof client.once === 'function') {
+      let timer: NodeJS.Timeout | undefined
+      await new Promise<void>((resolve) => {
+        client.once?.('ready', resolve)
+        timer = setTimeout(resolve, this.connectWaitMs)
+      })
+      clearTimeout(timer)
+      if (this.client.status !== 'ready') {
+        this.logger.warn({ status: this.client.status }, 'fastify-tollgate: Redis is not connected yet; deciding by failMode until it is')
+      }
+    }
+    if (this.heartbeatIntervalMs > 0) await this.heartbeat()
   }
 
   /** The breaker's state: `'closed'` (Redis in use), `'open'` (failing over), `'probing'`. */
@@ -384,8 +415,8 @@ export class RedisStore implements Store {
     })
   }
 
-  private heartbeat (): void {
-    this.withTimeout(this.heartbeatCommand.call(this.client, this.key(REPLICAS_KEY), this.replicaId, 3 * this.heartbeatIntervalMs, '0'))
+  private async heartbeat (): Promise<void> {
+    await this.withTimeout(this.heartbeatCommand.call(this.client, this.key(REPLICAS_KEY), this.replicaId, 3 * this.heartbeatIntervalMs, '0'))
       .then((count) => { this.liveReplicas = Math.max(1, parseNumber(count)) })
       .catch((error: unknown) => {
         this.log('warn', 'heartbeat-failed', { err: error }, 'fastify-tollgate: Redis heartbeat failed; keeping the last replica count')
