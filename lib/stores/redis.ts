@@ -111,6 +111,11 @@ export function parseNumber (text: unknown): number {
   return value
 }
 
+/** The deny cache's key for a step: its bucket keys. */
+function denialSignature (buckets: readonly BucketRequest[]): string {
+  return buckets.length === 1 ? (buckets[0] as BucketRequest).key : buckets.map((bucket) => bucket.key).join('\n')
+}
+
 export class RedisStore implements Store {
   readonly quotaShare = 1
   readonly prefix: string
@@ -263,21 +268,22 @@ export class RedisStore implements Store {
     this.flushScheduled = false
     const queue = this.queue
     this.queue = []
-    if (!this.cluster) {
-      for (let start = 0; start < queue.length; start += this.maxBatch) this.send(queue.slice(start, start + this.maxBatch))
-      return
+    for (const group of this.cluster ? this.byNode(queue) : [queue]) {
+      for (let start = 0; start < group.length; start += this.maxBatch) this.send(group.slice(start, start + this.maxBatch))
     }
-    const byNode = new Map<string, Pending[]>()
+  }
+
+  /** Cluster: the queued decisions grouped by the node serving their slot (by slot while the slots are unknown). */
+  private byNode (queue: Pending[]): Iterable<Pending[]> {
+    const groups = new Map<string, Pending[]>()
     for (const pending of queue) {
       const slot = clusterSlot((pending.buckets[0] as BucketRequest).key)
       const node = this.client.slots?.[slot]?.[0] ?? `slot:${slot}`
-      const group = byNode.get(node)
-      if (group === undefined) byNode.set(node, [pending])
+      const group = groups.get(node)
+      if (group === undefined) groups.set(node, [pending])
       else group.push(pending)
     }
-    for (const group of byNode.values()) {
-      for (let start = 0; start < group.length; start += this.maxBatch) this.send(group.slice(start, start + this.maxBatch))
-    }
+    return groups.values()
   }
 
   private send (batch: Pending[]): void {
@@ -387,7 +393,7 @@ export class RedisStore implements Store {
 
   /** A refusal from the deny cache: the same buckets, each cost at least the refused one, before the retry time. */
   private cachedDenial (buckets: readonly BucketRequest[], nowMs: number): StoreDecision | undefined {
-    const signature = buckets.length === 1 ? (buckets[0] as BucketRequest).key : buckets.map((bucket) => bucket.key).join('\n')
+    const signature = denialSignature(buckets)
     const denial = this.denials.get(signature)
     if (denial === undefined) return undefined
     if (nowMs >= denial.untilMs) {
@@ -406,8 +412,7 @@ export class RedisStore implements Store {
 
   private remember (buckets: readonly BucketRequest[], decision: StoreDecision, nowMs: number): void {
     if (this.denials.size >= this.denyCacheSize) this.denials.clear()
-    const signature = buckets.length === 1 ? (buckets[0] as BucketRequest).key : buckets.map((bucket) => bucket.key).join('\n')
-    this.denials.set(signature, {
+    this.denials.set(denialSignature(buckets), {
       untilMs: nowMs + Math.min(decision.retryAfterMs, this.neverFullTtlMs),
       atMs: nowMs,
       costs: buckets.map((bucket) => bucket.cost),
