@@ -100,9 +100,11 @@ function storeFailed (request: FastifyRequest, reply: FastifyReply, error: unkno
   if (error instanceof StoreUnavailableError) {
     // The store refused by its failure policy and logs outages itself, without a line per request.
     request.log.debug('fastify-tollgate: store unavailable; request refused')
-  } else {
-    request.log.error({ err: error }, 'fastify-tollgate: the store failed; request refused')
+    reply.header('retry-after', 1)
+    done(error)
+    return
   }
+  request.log.error({ err: error }, 'fastify-tollgate: the store failed; request refused')
   reply.header('retry-after', 1)
-  done(error instanceof StoreUnavailableError ? error : new StoreUnavailableError())
+  done(new StoreUnavailableError())
 }
