@@ -97,14 +97,13 @@ function finish (settings: Settings, request: FastifyRequest, reply: FastifyRepl
 }
 
 function storeFailed (request: FastifyRequest, reply: FastifyReply, error: unknown, done: Done): void {
-  if (error instanceof StoreUnavailableError) {
+  const byPolicy = error instanceof StoreUnavailableError
+  if (byPolicy) {
     // The store refused by its failure policy and logs outages itself, without a line per request.
     request.log.debug('fastify-tollgate: store unavailable; request refused')
-    reply.header('retry-after', 1)
-    done(error)
-    return
+  } else {
+    request.log.error({ err: error }, 'fastify-tollgate: the store failed; request refused')
   }
-  request.log.error({ err: error }, 'fastify-tollgate: the store failed; request refused')
   reply.header('retry-after', 1)
-  done(new StoreUnavailableError())
+  done(byPolicy ? error : new StoreUnavailableError())
 }

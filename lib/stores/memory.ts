@@ -81,7 +81,7 @@ export class MemoryStore implements Store {
     if (buckets.length === 1) return this.consumeOne(buckets[0] as BucketRequest)
     const nowMs = this.clock()
     const count = buckets.length
-    const { states, scratch, slotOf, policies, costs } = this
+    const { states, slotOf, policies, costs } = this
     states.length = slotOf.length = policies.length = costs.length = count
     for (let i = 0; i < count; i++) {
       const bucket = buckets[i] as BucketRequest
@@ -89,14 +89,7 @@ export class MemoryStore implements Store {
       slotOf[i] = slot
       policies[i] = bucket.policy
       costs[i] = bucket.cost
-      if (slot === NONE) {
-        states[i] = undefined
-      } else {
-        const state = scratch[i] ?? (scratch[i] = { tokens: 0, lastMs: 0 })
-        state.tokens = this.tokens[slot] as number
-        state.lastMs = this.lastMs[slot] as number
-        states[i] = state
-      }
+      states[i] = this.stateOf(slot, i)
     }
     const decision = consume(states, policies, costs, nowMs)
     // Known buckets first, so that inserting a new one never evicts a bucket of this step.
@@ -122,19 +115,22 @@ export class MemoryStore implements Store {
   private consumeOne (bucket: BucketRequest): BucketDecision {
     const nowMs = this.clock()
     let slot = this.slots.get(bucket.key) ?? NONE
-    let state: BucketState | undefined
-    if (slot !== NONE) {
-      state = this.scratch[0] ?? (this.scratch[0] = { tokens: 0, lastMs: 0 })
-      state.tokens = this.tokens[slot] as number
-      state.lastMs = this.lastMs[slot] as number
-    }
-    const decision = consumeOne(state, bucket.policy, bucket.cost, nowMs)
+    const decision = consumeOne(this.stateOf(slot, 0), bucket.policy, bucket.cost, nowMs)
     if (decision.allowed) {
       if (slot === NONE) slot = this.insert(bucket.key)
       this.write(slot, decision.tokens[0] as number, bucket.policy, nowMs)
     }
     if (slot !== NONE) this.touch(slot)
     return decision
+  }
+
+  /** The state in `slot`, copied into scratch object `i` (`undefined` for an absent bucket). */
+  private stateOf (slot: number, i: number): BucketState | undefined {
+    if (slot === NONE) return undefined
+    const state = this.scratch[i] ?? (this.scratch[i] = { tokens: 0, lastMs: 0 })
+    state.tokens = this.tokens[slot] as number
+    state.lastMs = this.lastMs[slot] as number
+    return state
   }
 
   private write (slot: number, tokens: number, policy: BucketPolicy, nowMs: number): void {
