@@ -43,7 +43,8 @@ if (requireRedis(t)) {
     const apps = await replicas(t, () => {
       const client = new Redis({ port: server.port, enableOfflineQueue: false })
       clients.push(client)
-      const store = redisStore({ client, heartbeatIntervalMs: 100 })
+      // A generous timeout: this test is about one shared quota, not about a slow Redis on a busy CI machine.
+      const store = redisStore({ client, heartbeatIntervalMs: 100, timeoutMs: 1000 })
       stores.push(store)
       return store
     })
