@@ -80,6 +80,11 @@ if (requireRedis(t)) {
     const after = await commandCalls(inspect)
     t.equal(decisions.filter((d) => d.allowed).length, 200)
     t.equal((after.evalsha ?? 0) - (before.evalsha ?? 0), 1, '200 decisions, one EVALSHA')
+    // A key decided several times in one call is read once and written once.
+    t.equal((after.get ?? 0) - (before.get ?? 0), 150, '150 keys, 150 GETs')
+    t.equal((after.set ?? 0) - (before.set ?? 0), 150, '150 keys, 150 SETs')
+    const twice = await client.get('tollgate:{user:0}:app')
+    t.match(twice, /^98 /, 'a key decided twice in the call holds both decisions')
     await store.close()
   })
 

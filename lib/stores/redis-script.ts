@@ -16,6 +16,8 @@
  * Lua number would come back truncated to an integer.
  * A bucket is stored as the string "<tokens> <last ms>", with a PX TTL of its time
  * until full; a bucket that is full is deleted (an absent bucket is a full one).
+ * A key decided several times in one call is read once and written once, at the
+ * end, with its last state: the same result as a GET and a SET per decision.
  */
 const body = `
 local now
@@ -37,6 +39,9 @@ end
 local arg = 6
 local key = 1
 local out = {}
+-- A key's state as this call left it ({tokens, last ms}, or false: absent, full),
+-- so a key decided many times in one call is read once and written once, at the end.
+local seen, writes, order = {}, {}, {}
 local function fmt (x) return string.format('%.17g', x) end
 local nowText = fmt(now)
 for _ = 1, decisions do
@@ -49,11 +54,20 @@ for _ = 1, decisions do
     local capacity, rate, cost = tonumber(ARGV[arg]), tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2])
     arg = arg + 3
     local available = capacity
-    local stored = redis.call('GET', keys[key + i - 1])
+    local k = keys[key + i - 1]
+    local stored = seen[k]
+    if stored == nil then
+      stored = false
+      local text = redis.call('GET', k)
+      if text then
+        local space = string.find(text, ' ', 1, true)
+        stored = { tonumber(string.sub(text, 1, space - 1)), tonumber(string.sub(text, space + 1)) }
+      end
+      seen[k] = stored
+    end
     if stored then
-      local space = string.find(stored, ' ', 1, true)
-      available = tonumber(string.sub(stored, 1, space - 1))
-      local elapsed = now - tonumber(string.sub(stored, space + 1))
+      available = stored[1]
+      local elapsed = now - stored[2]
       if elapsed > 0 and rate ~= 0 then
         available = available + elapsed * (rate / 1000)
         if not (available < capacity) then available = capacity end
@@ -80,17 +94,20 @@ for _ = 1, decisions do
       elseif rates[i] == 0 then ttl = neverFullTtl
       else ttl = math.ceil(missing * 1000 / rates[i]) end
       if fixedTtl then ttl = neverFullTtl end
-      if ttl <= 0 then
-        redis.call('DEL', keys[key + i - 1])
-      else
-        redis.call('SET', keys[key + i - 1], texts[i] .. ' ' .. nowText, 'PX', ttl)
-      end
+      local k = keys[key + i - 1]
+      if ttl <= 0 then seen[k] = false else seen[k] = { left, now } end
+      if writes[k] == nil then order[#order + 1] = k end
+      if ttl <= 0 then writes[k] = false else writes[k] = { texts[i] .. ' ' .. nowText, ttl } end
     end
   end
   out[#out + 1] = allowed and '1' or '0'
   out[#out + 1] = fmt(retry)
   for i = 1, count do out[#out + 1] = texts[i] or fmt(tokens[i]) end
   key = key + count
+end
+for _, k in ipairs(order) do
+  local write = writes[k]
+  if write then redis.call('SET', k, write[1], 'PX', write[2]) else redis.call('DEL', k) end
 end
 return out
 `
