@@ -43,7 +43,7 @@ export function targets (summary) {
   const keys = get('tollgate 100k keys')
   const frlKeys = get('frl 100k keys')
   if (keys && frlKeys) {
-    add('100k keys, memory', "RSS ≤ FRL LocalStore's", `${fmt(keys.rss / 2 ** 20, 1)} MB vs FRL ${fmt(frlKeys.rss / 2 ** 20, 1)} MB`, keys.rss <= frlKeys.rss)
+    add('100k keys, memory', "RSS ≤ FRL LocalStore's", `RSS ${fmt(keys.rss / 2 ** 20, 1)} MB vs FRL ${fmt(frlKeys.rss / 2 ** 20, 1)} MB; JS heap + buffers ${fmt(keys.jsBytes / 2 ** 20, 1)} MB vs FRL ${fmt(frlKeys.jsBytes / 2 ** 20, 1)} MB`, keys.rss <= frlKeys.rss)
   }
   return rows
 }
@@ -57,12 +57,12 @@ export function renderMarkdown (machine, settings, summary) {
       : 'server, load generator and Redis share the cores. Medians over rounds; × bare is the ratio to bare Fastify of the same run.',
     'Server CPU / req is the server process\'s CPU time per answered request (user + system), steadier than req/s on a shared machine.',
     '',
-    '| scenario | req/s | × bare | server CPU µs / req | p99 ms | 2xx | Redis script calls / req | Redis commands / req | RSS MB | what |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---|'
+    '| scenario | req/s | × bare | server CPU µs / req | p99 ms | 2xx | Redis script calls / req | Redis commands / req | RSS MB | JS heap + buffers MB | what |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|'
   ]
   for (const row of summary) {
     const redis = row.scenario.endsWith('redis')
-    lines.push(`| ${row.label} | ${Math.round(row.reqPerSec).toLocaleString('en')} | ${fmt(ratio(summary, row))} | ${fmt(row.cpuUsPerRequest, 1)} | ${row.p99} | ${(row.ok * 100).toFixed(1)}% | ${redis ? fmt(row.scriptCallsPerRequest, 4) : ''} | ${redis ? fmt(row.commandsPerRequest, 4) : ''} | ${fmt(row.rss / 2 ** 20, 1)} | ${row.about} |`)
+    lines.push(`| ${row.label} | ${Math.round(row.reqPerSec).toLocaleString('en')} | ${fmt(ratio(summary, row))} | ${fmt(row.cpuUsPerRequest, 1)} | ${row.p99} | ${(row.ok * 100).toFixed(1)}% | ${redis ? fmt(row.scriptCallsPerRequest, 4) : ''} | ${redis ? fmt(row.commandsPerRequest, 4) : ''} | ${fmt(row.rss / 2 ** 20, 1)} | ${fmt(row.jsBytes / 2 ** 20, 1)} | ${row.about} |`)
   }
   const checks = targets(summary)
   if (checks.length > 0) {

@@ -1,6 +1,6 @@
 // One bench scenario as a fresh server process: node bench/server.js <scenario> <port> [redisPort]
 // Prints "ready" when listening. A line "mark" on stdin starts the CPU count (after
-// the warm-up); on SIGTERM it prints {"rss", "heapUsed", "cpuUs"} and exits.
+// the warm-up); on SIGTERM it prints {"rss", "heapUsed", "arrayBuffers", "cpuUs"} and exits.
 // Plain JavaScript: @fastify/rate-limit's route-config types clash with ours (TS2717).
 import Fastify from 'fastify'
 import { Redis } from 'ioredis'
@@ -85,7 +85,7 @@ process.stdin.on('data', () => { mark = process.cpuUsage() })
 process.once('SIGTERM', () => {
   const cpu = process.cpuUsage(mark)
   if (typeof globalThis.gc === 'function') globalThis.gc()
-  const { rss, heapUsed } = process.memoryUsage()
-  process.stdout.write(JSON.stringify({ rss, heapUsed, cpuUs: cpu.user + cpu.system }) + '\n')
+  const { rss, heapUsed, arrayBuffers } = process.memoryUsage()
+  process.stdout.write(JSON.stringify({ rss, heapUsed, arrayBuffers, cpuUs: cpu.user + cpu.system }) + '\n')
   void app.close().then(() => process.exit(0))
 })

@@ -6,20 +6,18 @@
  *   POST /export                      costs 10 of the user's quota, and has a quota of its own
  *   GET  /health                      exempt from both layers
  */
-import { pathToFileURL } from 'node:url'
 import Fastify, { type FastifyInstance } from 'fastify'
-import jwt from '@fastify/jwt'
 import tollgate, { memoryStore, type Store } from 'fastify-tollgate'
+import { addDemoAuth, tokenLine } from './auth.js'
+import type { Example } from './example.js'
 
 export interface DemoOptions {
   /** Where buckets live. Default: a fresh memoryStore(). */
-  store?: Store
-  /** Secret for the demo tokens. */
-  secret?: string
-  logger?: boolean
+  store?: Store | undefined
+  logger?: boolean | undefined
 }
 
-export async function buildServer ({ store = memoryStore(), secret = 'demo-secret-do-not-use-in-production', logger = false }: DemoOptions = {}): Promise<FastifyInstance> {
+export async function buildServer ({ store = memoryStore(), logger = false }: DemoOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({ logger })
 
   // 1. The plugin first, so its edge hook is the first onRequest hook.
@@ -35,19 +33,10 @@ export async function buildServer ({ store = memoryStore(), secret = 'demo-secre
     }
   })
 
-  // 2. Authentication: verify a bearer token when there is one. A bad token
-  //    leaves request.user null: the request is anonymous, never a better tier.
-  await app.register(jwt, { secret })
-  app.addHook('onRequest', async (request) => {
-    if (request.headers.authorization === undefined) return
-    try { await request.jwtVerify() } catch { /* anonymous */ }
-  })
+  // 2. Authentication, after the edge.
+  await addDemoAuth(app)
 
   // 3. Routes.
-  app.get('/token', async (request) => {
-    const { user = 'alice', tier = 'default' } = request.query as { user?: string, tier?: string }
-    return { token: app.jwt.sign({ sub: user, tier }, { expiresIn: '1h' }) }
-  })
   app.get('/', async (request) => ({ hello: request.user ?? 'anonymous' }))
   app.post('/export', {
     config: { rateLimit: { cost: 10, quota: { default: { capacity: 3, refillPerSecond: 0.05 }, vip: { capacity: 30, refillPerSecond: 0.5 } } } }
@@ -56,28 +45,17 @@ export async function buildServer ({ store = memoryStore(), secret = 'demo-secre
   return app
 }
 
-/** Listens on HOST:PORT (default 127.0.0.1:3000), prints curl lines to try, and closes on SIGINT or SIGTERM. */
-export async function serve (app: FastifyInstance): Promise<void> {
-  const port = Number(process.env.PORT ?? 3000)
-  const url = await app.listen({ port, host: process.env.HOST ?? '127.0.0.1' })
-  process.stdout.write(`fastify-tollgate demo listening on ${url}
+/** The lines to try against the demo API, on any store. */
+export const demoLines = (url: string): string => `${tokenLine(url, 'TOKEN', 'user=alice')}
+curl -i -H "Authorization: Bearer $TOKEN" ${url}/                 # 200, RateLimit headers for edge and app
+for i in 1 2 3; do curl -s -o /dev/null -w '%{http_code}\\n' -X POST -H "Authorization: Bearer $TOKEN" ${url}/export; done   # 200 200 429
+${tokenLine(url, 'VIP', 'user=victor&tier=vip')}
+curl -i -X POST -H "Authorization: Bearer $VIP" ${url}/export       # VIP: a larger quota of its own
+for i in $(seq 12); do curl -s -o /dev/null -w '%{http_code} ' ${url}/; done; echo   # no token: 10 per IP (GET /token counts too), then 429
+curl -i ${url}/health                                               # exempt: no RateLimit headers`
 
-Try it:
-  TOKEN=$(curl -s '${url}/token?user=alice' | node -pe 'JSON.parse(require("fs").readFileSync(0)).token')
-  curl -i -H "Authorization: Bearer $TOKEN" ${url}/                 # 200, RateLimit headers for edge and app
-  for i in 1 2 3; do curl -s -o /dev/null -w '%{http_code}\\n' -X POST -H "Authorization: Bearer $TOKEN" ${url}/export; done   # 200 200 429
-  VIP=$(curl -s '${url}/token?user=victor&tier=vip' | node -pe 'JSON.parse(require("fs").readFileSync(0)).token')
-  curl -i -X POST -H "Authorization: Bearer $VIP" ${url}/export       # VIP: a larger quota of its own
-  for i in $(seq 12); do curl -s -o /dev/null -w '%{http_code} ' ${url}/; done; echo   # no token: 10 per IP (GET /token counts too), then 429
-  curl -i ${url}/health                                               # exempt: no RateLimit headers
-
-Press Ctrl+C to stop.
-`)
-  const stop = (): void => { void app.close().then(() => process.exit(0)) }
-  process.once('SIGINT', stop)
-  process.once('SIGTERM', stop)
-}
-
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  await serve(await buildServer({ logger: process.env.LOG === '1' }))
+export const example: Example = {
+  about: 'The demo API: a per-IP edge, JWT tiers (default, vip, anonymous), POST /export costing 10 with a quota of its own.',
+  build: async ({ clock, logger } = {}) => buildServer({ store: memoryStore({ clock }), logger }),
+  tryIt: demoLines
 }

@@ -73,20 +73,20 @@ function finish (settings: Settings, request: FastifyRequest, reply: FastifyRepl
     done()
     return
   }
-  const limit = report(step, decision)
   if (settings.onLimit !== undefined) {
     try {
-      settings.onLimit(request, limit)
+      settings.onLimit(request, report(step, decision))
     } catch (error) {
       request.log.error({ err: error }, 'fastify-tollgate: onLimit threw')
     }
   }
   if (settings.shadow) {
-    request.log.info({ rateLimit: limit }, 'fastify-tollgate: would refuse (shadow mode)')
+    request.log.info({ rateLimit: report(step, decision) }, 'fastify-tollgate: would refuse (shadow mode)')
     done()
     return
   }
-  request.log.debug({ rateLimit: limit }, 'fastify-tollgate: refused')
+  // A refusal under a flood should not build a debug record nobody logs (pino tells; other loggers are asked).
+  if (debugEnabled(request)) request.log.debug({ rateLimit: report(step, decision) }, 'fastify-tollgate: refused')
   const seconds = retryAfterSeconds(decision.retryAfterMs)
   if (seconds !== undefined) reply.header('retry-after', seconds)
   // RFC 6585: a 429 must not be stored by a cache.
@@ -94,6 +94,11 @@ function finish (settings: Settings, request: FastifyRequest, reply: FastifyRepl
   done(new RateLimitedError(seconds === undefined
     ? 'never: this quota does not refill'
     : `${seconds} second${seconds === 1 ? '' : 's'}`))
+}
+
+/** Pino says whether it logs debug lines; a logger that cannot say is asked to log. */
+function debugEnabled (request: FastifyRequest): boolean {
+  return (request.log as { isLevelEnabled?: (level: string) => boolean }).isLevelEnabled?.('debug') ?? true
 }
 
 function storeFailed (request: FastifyRequest, reply: FastifyReply, error: unknown, done: Done): void {

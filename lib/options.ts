@@ -31,9 +31,9 @@ export interface EdgeOptions extends BucketPolicy {
    * IP as Fastify resolves it (`trustProxy` respected). Returning `undefined` or an
    * empty string falls back to the client IP.
    */
-  key?: (request: FastifyRequest) => string | undefined
+  key?: ((request: FastifyRequest) => string | undefined) | undefined
   /** IPv6 clients are grouped by this prefix length, in bits (1–128). Default 64. */
-  ipv6Subnet?: number
+  ipv6Subnet?: number | undefined
 }
 
 /** Where the app-layer hook runs: after the route's own hooks of that kind. */
@@ -46,9 +46,9 @@ export interface AppOptions {
    * Who the request is from. Default: `request.user.sub` and `request.user.tier`,
    * as set by `@fastify/jwt` after verification. `undefined` means anonymous.
    */
-  identify?: (request: FastifyRequest) => Identity | undefined
+  identify?: ((request: FastifyRequest) => Identity | undefined) | undefined
   /** The hook the app layer runs in. Default `'preHandler'`. */
-  hook?: AppHookName
+  hook?: AppHookName | undefined
 }
 
 /** One bucket of a decision, as given to `onLimit` and returned by `tollgate.consume`. */
@@ -78,17 +78,17 @@ export interface LimitDecision {
 
 export interface TollgateOptions {
   /** Where bucket state lives. Default: `memoryStore()`. Closed when the app closes. */
-  store?: Store
+  store?: Store | undefined
   /** Per client IP (or key), in `onRequest`. Omitted or `false`: disabled. */
-  edge?: EdgeOptions | false
+  edge?: EdgeOptions | false | undefined
   /** Per user, after authentication. Omitted or `false`: disabled. */
-  app?: AppOptions | false
+  app?: AppOptions | false | undefined
   /** Which rate-limit headers to send. Default `'draft'`. */
-  headers?: HeaderStyle
+  headers?: HeaderStyle | undefined
   /** Decide, count, send headers and log would-be refusals, but never refuse. Default `false`. */
-  shadow?: boolean
+  shadow?: boolean | undefined
   /** Called on every refusal (and would-be refusal in shadow mode). Errors it throws are logged. */
-  onLimit?: (request: FastifyRequest, decision: LimitDecision) => void
+  onLimit?: ((request: FastifyRequest, decision: LimitDecision) => void) | undefined
 }
 
 /** A route's cost: a number, or a function of the request returning a finite number ≥ 0. */
@@ -97,15 +97,15 @@ export type RouteCost = number | ((request: FastifyRequest) => number)
 /** `config.rateLimit` of a route. */
 export interface RouteRateLimit {
   /** Tokens taken from the user's main bucket. Default 1. */
-  cost?: RouteCost
+  cost?: RouteCost | undefined
   /** The route's own bucket per user (one token per request), by tier; `default` is required. */
-  quota?: TierPolicies
+  quota?: TierPolicies | undefined
 }
 
 declare module 'fastify' {
   interface FastifyContextConfig {
     /** fastify-tollgate: the route's cost and quota, or `false` to exempt it from both layers. */
-    rateLimit?: RouteRateLimit | false
+    rateLimit?: RouteRateLimit | false | undefined
   }
 }
 

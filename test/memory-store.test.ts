@@ -51,6 +51,16 @@ t.test('1M distinct keys stay within maxKeys', async (t) => {
   store.close()
 })
 
+t.test('past its first reservation (2^20 slots) the store grows and keeps every bucket', async (t) => {
+  const clock = manualClock()
+  const store = memoryStore({ clock: clock.now, maxKeys: 1_100_000 })
+  for (let i = 0; i < 1_050_000; i++) take(store, `k${i}`)
+  t.equal(store.size, 1_050_000)
+  t.same(take(store, 'k0').tokens, [0], 'the first bucket kept its state across the copy')
+  t.same(take(store, 'k1049999').tokens, [0], 'and so did the last')
+  store.close()
+})
+
 t.test('sweep drops buckets that are full by now, and stops its timer when empty', async (t) => {
   const clock = manualClock()
   const store = memoryStore({ clock: clock.now })

@@ -61,3 +61,24 @@ t.test('an onLimit that throws is logged and the refusal still happens', async (
   t.ok(lines.some((line) => line.msg.includes('onLimit threw') && line.level === 50))
   await app.close()
 })
+
+t.test('the debug record of a refusal is built only for a logger that may log it', async (t) => {
+  await t.test('pino at info: refused, no debug line', async (t) => {
+    const { lines, logger } = logSink()
+    const { app } = await buildApp({ edge: { capacity: 1, refillPerSecond: 1 } }, { logger: { ...logger, level: 'info' } })
+    app.get('/', async () => 'ok')
+    t.same(await statuses(app, 2), [200, 429])
+    t.equal(lines.filter((line) => line.level === 20).length, 0)
+    await app.close()
+  })
+  await t.test('a logger without isLevelEnabled is asked to log it', async (t) => {
+    const debugged: unknown[] = []
+    const noop = (): void => {}
+    const log = { info: noop, error: noop, warn: noop, fatal: noop, trace: noop, silent: noop, level: 'debug', debug: (record: unknown) => { debugged.push(record) }, child: () => log }
+    const { app } = await buildApp({ edge: { capacity: 1, refillPerSecond: 1 } }, { loggerInstance: log })
+    app.get('/', async () => 'ok')
+    t.same(await statuses(app, 2), [200, 429])
+    t.match(debugged, [{ rateLimit: { layer: 'edge', allowed: false } }])
+    await app.close()
+  })
+})

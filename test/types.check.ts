@@ -23,6 +23,10 @@ const options: TollgateOptions = {
 void app.register(tollgate, options)
 void app.register(tollgate, { edge: { capacity: 1, refillPerSecond: 0 }, app: false })
 
+// An optional option may be given as `undefined` (exactOptionalPropertyTypes): it means the default.
+const maybeClock: (() => number) | undefined = undefined
+void app.register(tollgate, { store: memoryStore({ clock: maybeClock, maxKeys: undefined }), edge: { capacity: 1, refillPerSecond: 1, key: undefined }, headers: undefined })
+
 // @ts-expect-error: a tier map needs `default`
 const noDefault: TollgateOptions = { app: { tiers: { vip: { capacity: 1, refillPerSecond: 1 } } } }
 // @ts-expect-error: capacity is a number

@@ -15,23 +15,28 @@ export interface MemoryStoreOptions {
    * Returns the current time in milliseconds. Default: a monotonic clock
    * (`performance.now()`), so wall-clock jumps do not refill buckets.
    */
-  clock?: () => number
+  clock?: (() => number) | undefined
   /**
    * Most buckets kept at once; past it the least recently used is dropped
    * (a dropped bucket comes back full). Default 100 000 (about 5 MB).
    */
-  maxKeys?: number
+  maxKeys?: number | undefined
   /**
    * This process is one of `replicas` that each keep their own state: every
    * quota is divided by it (capacity and refill). Default 1.
    */
-  replicas?: number
+  replicas?: number | undefined
   /** How often buckets that are full by now are dropped, in ms. Default 60 000. */
-  sweepIntervalMs?: number
+  sweepIntervalMs?: number | undefined
 }
 
 const NONE = -1
-const INITIAL_SLOTS = 1024
+/**
+ * Slots reserved by the first allocation (capped by `maxKeys`). Reserving them at
+ * once costs no resident memory until used (the OS maps zero pages lazily), and
+ * growing by copies would leave the old arrays' pages resident in the allocator.
+ */
+const FIRST_SLOTS = 1 << 20
 const defaultClock = (): number => performance.now()
 
 export class MemoryStore implements Store {
@@ -205,9 +210,9 @@ export class MemoryStore implements Store {
     else this.older[newer] = older
   }
 
-  /** Doubles the slot arrays, up to `maxKeys`. */
+  /** Reserves the slot arrays (FIRST_SLOTS), then doubles them, up to `maxKeys`. */
   private grow (): void {
-    const size = Math.min(this.maxKeys, Math.max(INITIAL_SLOTS, this.tokens.length * 2))
+    const size = Math.min(this.maxKeys, Math.max(FIRST_SLOTS, this.tokens.length * 2))
     const widen = <A extends Float64Array | Int32Array>(from: A, to: A): A => { to.set(from); return to }
     this.tokens = widen(this.tokens, new Float64Array(size))
     this.lastMs = widen(this.lastMs, new Float64Array(size))

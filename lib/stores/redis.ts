@@ -40,40 +40,40 @@ export interface RedisStoreOptions {
   /** An ioredis `Redis` or `Cluster`. Recommended: `enableOfflineQueue: false`. Owned by you. */
   client: RedisClientLike
   /** Prepended to every key. Default `'tollgate:'`. Must not contain `{` or `}`. */
-  prefix?: string
+  prefix?: string | undefined
   /** Longest wait for Redis per call, in ms. Default 50. */
-  timeoutMs?: number
+  timeoutMs?: number | undefined
   /** On an error or a timeout: `'open'` allows, `'closed'` refuses with 503, `'local'` (default) uses a local share. */
-  failMode?: FailMode
+  failMode?: FailMode | undefined
   /** `'local'` mode: each replica's share is `(1 + headroom) / live replicas` of every quota. Default 0.2. */
-  fallbackHeadroom?: number
+  fallbackHeadroom?: number | undefined
   /** Live replicas assumed until the first heartbeat answers. Default 1. */
-  replicas?: number
+  replicas?: number | undefined
   /** How often this replica announces itself, in ms (a beat counts for 3 intervals). Default 2000. */
-  heartbeatIntervalMs?: number
+  heartbeatIntervalMs?: number | undefined
   /** Consecutive failed calls that open the circuit breaker. Default 3. */
-  breakerThreshold?: number
+  breakerThreshold?: number | undefined
   /** While the breaker is open, one call probes Redis this often, in ms. Default 1000. */
-  probeIntervalMs?: number
+  probeIntervalMs?: number | undefined
   /** Most refusals remembered locally (0 disables the deny cache). Default 10 000. */
-  denyCacheSize?: number
+  denyCacheSize?: number | undefined
   /** Most decisions in one script call. Default 500. */
-  maxBatch?: number
+  maxBatch?: number | undefined
   /** TTL of a bucket that never refills (refill 0), in ms. Default one day. */
-  neverFullTtlMs?: number
+  neverFullTtlMs?: number | undefined
   /** Fewest ms between two log lines of one kind during an outage. Default 10 000. */
-  logIntervalMs?: number
+  logIntervalMs?: number | undefined
   /**
    * At `app.ready()`, how long to wait for a client that is still connecting, in ms,
    * so that a replica starts on the shared quota (and knows the live replicas).
    * Past it the app starts anyway and the store decides by `failMode`. Default 3000.
    */
-  connectWaitMs?: number
+  connectWaitMs?: number | undefined
   /**
    * Tests only: a clock (ms) passed to the script instead of Redis `TIME`, also used
    * locally. Keys then all get `neverFullTtlMs`, since Redis expires keys in its own time.
    */
-  clock?: () => number
+  clock?: (() => number) | undefined
 }
 
 interface Pending {

@@ -1,0 +1,171 @@
+/**
+ * `npm run demo`: the token bucket, three replicas with and without a shared
+ * store, a Redis outage, and the two layers, drawn in the terminal in about 25 s.
+ * Starts a private redis-server when one is on PATH; without one, it runs the
+ * memory acts. Writes demo/replicas.svg. `npm run demo -- 2 3` runs some acts.
+ */
+import { writeFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { Redis } from 'ioredis'
+import { RedisServer, freePort, redisAvailable } from '../test/redis-server.js'
+import {
+  bucketAct, layersAct, memoryStores, realTime, redisStores, replicaRun, steadyRate, total,
+  OFFERED_PER_SECOND, REPLICA_QUOTA, type ReplicaRun
+} from './acts.js'
+import { columns, paint, progressBar, replicaSvg, sparkline, type ReplicaSeries } from './chart.js'
+
+const tty = process.stdout.isTTY
+const p = paint(tty)
+const print = (line = ''): void => { process.stdout.write(`${line}\n`) }
+
+/** Redraws a block of lines in place on a terminal; elsewhere prints only the final block. */
+class Live {
+  private drawn = 0
+  draw (lines: string[]): void {
+    if (!tty) return
+    if (this.drawn > 0) process.stdout.write(`\x1b[${this.drawn}A`)
+    for (const line of lines) process.stdout.write(`\x1b[2K${line}\n`)
+    this.drawn = lines.length
+  }
+
+  finish (lines: string[]): void {
+    if (tty) this.draw(lines)
+    else for (const line of lines) print(line)
+    this.drawn = 0
+  }
+}
+
+const clock = (elapsedMs: number, durationMs: number): string =>
+  p.dim(`${progressBar(elapsedMs / durationMs, 24)} ${(elapsedMs / 1000).toFixed(1)} / ${(durationMs / 1000).toFixed(1)} s`)
+
+function title (number: number, text: string, about: string): void {
+  print()
+  print(p.bold(`Act ${number}/4 · ${text}`))
+  for (const line of about.split('\n')) print(p.dim(line))
+  print()
+}
+
+const acts = new Set(process.argv.slice(2).map(Number).filter((n) => n >= 1 && n <= 4))
+const wants = (act: number): boolean => acts.size === 0 || acts.has(act)
+const started = performance.now()
+const summary: string[] = []
+
+// ------------------------------------------------------------ act 1
+if (wants(1)) {
+  title(1, 'the token bucket', 'One client, one bucket: capacity B = 20, refill R = 5/s. It sends 40 requests a second.\nThe bucket admits the burst up to B, then about R a second: a steady client gets a steady share, never a timeout.')
+  const live = new Live()
+  const durationMs = 4000
+  const render = (elapsedMs: number, act: Awaited<ReturnType<typeof bucketAct>>): string[] => {
+    // A label under each whole second; columns are two characters wide.
+    const axis = act.admitted.map((_, i) => (i * act.binMs) % 1000 === 0 ? `${(i * act.binMs) / 1000}s`.padEnd(2 * (1000 / act.binMs)) : '').join('')
+    return [
+      ...columns(act.admitted, act.refused, 10, p),
+      `      ${p.dim(axis)}`,
+      `      ${p.green('█')} admitted   ${p.red('░')} refused (429)   per ${act.binMs} ms      ${clock(elapsedMs, durationMs)}`
+    ]
+  }
+  const act = await bucketAct(realTime, (elapsedMs, state) => { live.draw(render(elapsedMs, state)) }, durationMs)
+  live.finish(render(durationMs, act))
+  const admitted = act.admitted.reduce((a, b) => a + b, 0)
+  const refused = act.refused.reduce((a, b) => a + b, 0)
+  const line = `Act 1: admitted ${admitted} of ${admitted + refused}: B + R × t = 20 + 5 × ${durationMs / 1000} = ${20 + 5 * durationMs / 1000}.`
+  print(line)
+  summary.push(line)
+}
+
+// ------------------------------------------------------------ acts 2 and 3 need Redis for their second half
+let redis: RedisServer | undefined
+const clients: Redis[] = []
+const connect = (): Redis => {
+  const client = new Redis({ port: redis!.port, host: '127.0.0.1', enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: (times) => Math.min(100 * times, 500) })
+  client.on('error', () => {}) // the store reports outages itself
+  clients.push(client)
+  return client
+}
+const disconnectAll = (): void => { for (const client of clients.splice(0)) client.disconnect() }
+if ((wants(2) || wants(3)) && redisAvailable) redis = await new RedisServer(await freePort()).start()
+
+const scale = REPLICA_QUOTA.refillPerSecond * 3 * 1.2
+function replicaLines (run: ReplicaRun, label: string): string[] {
+  const sum = total(run)
+  const rate = (values: number[]): string => `${Math.round(steadyRate(values))}/s`.padStart(7)
+  return [
+    ...run.replicas.map((values, i) => `  replica ${String.fromCharCode(65 + i)}  ${p.green(sparkline(values, scale).padEnd(8))}  ${rate(values)}`),
+    `  ${p.bold('total    ')}  ${p.bold(sparkline(sum, scale).padEnd(8))}  ${p.bold(rate(sum))}   ${label}: ${(steadyRate(sum) / REPLICA_QUOTA.refillPerSecond).toFixed(1)} × the quota of ${REPLICA_QUOTA.refillPerSecond}/s`
+  ]
+}
+
+if (wants(2)) {
+  title(2, 'three replicas', `The service allows one client ${REPLICA_QUOTA.refillPerSecond} requests a second. It runs as three replicas behind a load balancer,\nand a client offers ${OFFERED_PER_SECOND}/s. With a memory store each replica counts alone: the database sees three times the quota.\nWith the Redis store they share one bucket.`)
+  const panels: ReplicaSeries[] = []
+  const durationMs = 4000
+  for (const [label, makeStore] of [
+    ['memory stores', memoryStores(realTime)],
+    ...(redis === undefined ? [] : [['Redis store', redisStores(realTime, connect)]] as const)
+  ] as const) {
+    const live = new Live()
+    print(p.bold(`  ${label}`) + p.dim(`  (admitted per second, bins of 0.5 s)`))
+    const run = await replicaRun(realTime, makeStore, { durationMs, onTick: (elapsedMs, state) => { live.draw([...replicaLines(state, label), `  ${clock(elapsedMs, durationMs)}`]) } })
+    live.finish(replicaLines(run, label))
+    disconnectAll()
+    panels.push({ title: label, replicas: run.replicas, limitPerSecond: REPLICA_QUOTA.refillPerSecond })
+    summary.push(`Act 2, ${label}: ${Math.round(steadyRate(total(run)))} admitted/s in total for a quota of ${REPLICA_QUOTA.refillPerSecond}/s.`)
+    print()
+  }
+  if (redis === undefined) print(p.yellow('  redis-server is not on PATH: the Redis half of this act is skipped (apt-get install redis-server).'))
+  const svg = fileURLToPath(new URL('../../demo/replicas.svg', import.meta.url))
+  writeFileSync(svg, replicaSvg(panels, 0.5))
+  print(p.dim(`  Wrote ${svg}`))
+}
+
+if (wants(3)) {
+  title(3, 'Redis goes away', 'The same three replicas on Redis. Redis is killed at 2 s and started again at 4 s.\nEach store times out in 50 ms, opens its breaker and falls back to its local share: quota × 1.2 / 3 replicas.\nNo request fails or hangs; when Redis is back, the breaker\'s probe closes it and the quota is shared again.')
+  if (redis === undefined) {
+    print(p.yellow('  Skipped: redis-server is not on PATH (apt-get install redis-server).'))
+  } else {
+    const server = redis
+    const durationMs = 7000
+    const live = new Live()
+    const lines = (run: ReplicaRun, elapsedMs: number): string[] => {
+      const sum = total(run)
+      const modes = run.mode.map((mode) => mode === 'shared' ? p.green('█') : p.yellow('▒')).join('')
+      return [
+        `  admitted/s  ${p.bold(sparkline(sum, scale))}`,
+        `  store       ${modes}   ${p.green('█')} shared in Redis  ${p.yellow('▒')} local share`,
+        `  requests that failed (5xx): ${run.errors}     ${clock(elapsedMs, durationMs)}`
+      ]
+    }
+    const run = await replicaRun(realTime, redisStores(realTime, connect), {
+      durationMs,
+      events: [{ atMs: 2000, run: async () => { await server.kill() } }, { atMs: 4000, run: async () => { await server.start() } }],
+      onTick: (elapsedMs, state) => { live.draw(lines(state, elapsedMs)) }
+    })
+    live.finish(lines(run, durationMs))
+    disconnectAll()
+    const sum = total(run)
+    const mean = (from: number, to: number): number => Math.round(sum.slice(from, to).reduce((a, b) => a + b, 0) / Math.max(1, sum.slice(from, to).length))
+    const line = `Act 3: ${mean(1, 4)}/s shared before, ${mean(5, 8)}/s on local shares during the outage, ${mean(11, 14)}/s after; ${run.errors} failed requests.`
+    print(line)
+    summary.push(line)
+  }
+}
+if (redis !== undefined) await redis.stop()
+
+// ------------------------------------------------------------ act 4
+if (wants(4)) {
+  title(4, 'the two layers', 'The edge (onRequest, per IP: 100, then 50/s) stops floods before authentication; the app layer (after JWT, per user:\ndefault 20 then 10/s, vip 200 then 100/s) gives each user their quota, and POST /export costs 10 tokens.')
+  const live = new Live()
+  const durationMs = 3000
+  const table = (clients: Awaited<ReturnType<typeof layersAct>>, elapsedMs: number): string[] => [
+    `  ${'client'.padEnd(52)} ${'sent'.padStart(5)} ${'admitted'.padStart(9)} ${'refused by edge'.padStart(16)} ${'by app'.padStart(7)}`,
+    ...clients.map((c) => `  ${c.label.padEnd(52)} ${String(c.sent).padStart(5)} ${p.green(String(c.admitted).padStart(9))} ${p.red(String(c.edge).padStart(16))} ${p.red(String(c.app).padStart(7))}  ${p.green('█'.repeat(Math.round((c.admitted / Math.max(1, c.sent)) * 20)))}${p.red('░'.repeat(20 - Math.round((c.admitted / Math.max(1, c.sent)) * 20)))}`),
+    `  ${clock(elapsedMs, durationMs)}`
+  ]
+  const clients = await layersAct(realTime, (elapsedMs, state) => { live.draw(table(state, elapsedMs)) }, durationMs)
+  live.finish(table(clients, durationMs).slice(0, -1))
+  summary.push(`Act 4: ${clients.map((c) => `${c.label.split(',')[0]}: ${c.admitted}/${c.sent}`).join('; ')}.`)
+}
+
+print()
+print(p.bold(`Done in ${((performance.now() - started) / 1000).toFixed(1)} s.`))
+for (const line of summary) print(p.dim(line))

@@ -1,0 +1,27 @@
+/**
+ * Demo authentication shared by the examples: `@fastify/jwt`, a hook that
+ * verifies a bearer token when there is one, and `GET /token` to mint one.
+ * A bad token leaves `request.user` unset: the request is anonymous, never a
+ * better tier. (Minting tokens for anyone is for the demo only.)
+ */
+import jwt from '@fastify/jwt'
+import type { FastifyInstance } from 'fastify'
+
+export const DEMO_SECRET = 'demo-secret-do-not-use-in-production'
+
+/** Register after fastify-tollgate, so the edge hook runs before this one. */
+export async function addDemoAuth (app: FastifyInstance, secret = DEMO_SECRET): Promise<void> {
+  await app.register(jwt, { secret })
+  app.addHook('onRequest', async (request) => {
+    if (request.headers.authorization === undefined) return
+    try { await request.jwtVerify() } catch { /* anonymous */ }
+  })
+  app.get('/token', async (request) => {
+    const { user = 'alice', tier = 'default' } = request.query as { user?: string, tier?: string }
+    return { token: app.jwt.sign({ sub: user, tier }, { expiresIn: '1h' }) }
+  })
+}
+
+/** A shell line that stores a demo token for `query` in the variable `name`. */
+export const tokenLine = (url: string, name: string, query: string): string =>
+  `${name}=$(curl -s '${url}/token?${query}' | node -pe 'JSON.parse(require("fs").readFileSync(0)).token')`

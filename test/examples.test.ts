@@ -1,0 +1,231 @@
+/**
+ * Every example in examples/: how it limits (inject, manual clock), and that it
+ * starts as `npm run example <name>` does and limits over real HTTP.
+ */
+import t, { type Test } from 'tap'
+import { spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import type { FastifyInstance, InjectOptions } from 'fastify'
+import { EXAMPLES, type Example } from '../examples/example.js'
+import { example as server } from '../examples/server.js'
+import { example as edgeOnly } from '../examples/edge-only.js'
+import { example as jwtTiers } from '../examples/jwt-tiers.js'
+import { example as routeCost } from '../examples/route-cost.js'
+import { example as apiKey } from '../examples/api-key.js'
+import { example as shadow } from '../examples/shadow.js'
+import { example as replicaShare } from '../examples/replica-share.js'
+import { example as problemJson } from '../examples/problem-json.js'
+import { buildRedisServer } from '../examples/redis.js'
+import { buildClusterServer } from '../examples/redis-cluster.js'
+import { requireRedis, startCluster, startRedis } from './redis-server.js'
+import { count, manualClock, statuses } from './helpers.js'
+
+async function start (t: Test, example: Example, env: NodeJS.ProcessEnv = {}) {
+  const clock = manualClock()
+  const app = await example.build({ clock: clock.now, env })
+  t.teardown(() => app.close())
+  return { app, clock }
+}
+
+const bearer = async (app: FastifyInstance, query: string): Promise<string> =>
+  `Bearer ${(await app.inject(`/token?${query}`)).json<{ token: string }>().token}`
+
+t.test('server (npm start): edge, tiers and an export with a quota', async (t) => {
+  const { app } = await start(t, server)
+  const alice = await bearer(app, 'user=alice')
+  const victor = await bearer(app, 'user=victor&tier=vip')
+  const exportAs = (authorization: string) => statuses(app, 3, { method: 'POST', url: '/export', headers: { authorization } })
+  t.same(await exportAs(alice), [200, 200, 429], 'default: 20 tokens, cost 10')
+  t.same(await exportAs(victor), [200, 200, 200], 'vip: a larger quota')
+  const home = await app.inject({ url: '/', headers: { authorization: victor } })
+  t.match(home.json(), { hello: { sub: 'victor', tier: 'vip' } })
+  t.match(home.headers['ratelimit'], /^"edge";r=\d+;t=\d+, "app";r=169;t=1$/)
+  t.equal(count(await statuses(app, 12, { url: '/', remoteAddress: '198.51.100.3' }), 200), 10, 'anonymous: 10 per IP')
+  const health = await app.inject('/health')
+  t.equal(health.statusCode, 200)
+  t.equal(health.headers['ratelimit'], undefined, 'exempt')
+})
+
+t.test('edge-only: 10 per IP at once, then 2 per second', async (t) => {
+  const { app, clock } = await start(t, edgeOnly)
+  t.same(count(await statuses(app, 12), 200), 10)
+  const refused = await app.inject('/')
+  t.equal(refused.statusCode, 429)
+  t.equal(refused.headers['retry-after'], '1')
+  t.equal(refused.headers['ratelimit-policy'], '"edge";q=10;w=5')
+  clock.advance(1000)
+  t.same(await statuses(app, 3), [200, 200, 429], 'two tokens a second later')
+  t.equal((await app.inject({ url: '/', remoteAddress: '203.0.113.9' })).statusCode, 200, 'another IP: its own bucket')
+})
+
+t.test('jwt-tiers: the tier claim picks the bucket; unknown tiers get default', async (t) => {
+  const { app, clock } = await start(t, jwtTiers)
+  const as = async (query: string) => count(await statuses(app, 60, { url: '/', headers: { authorization: await bearer(app, query) } }), 200)
+  t.equal(await as('user=alice'), 10, 'default: 10')
+  t.equal(await as('user=bob&tier=pro'), 50, 'pro: 50')
+  t.equal(await as('user=eve&tier=admin'), 10, 'a tier that is not configured: default')
+  clock.advance(30_000) // refills the anonymous IP bucket (3 tokens at 0.1/s) spent by the /token calls
+  t.equal(count(await statuses(app, 6), 200), 3, 'anonymous: 3 per IP')
+})
+
+t.test('route-cost: costs, and an export quota of its own', async (t) => {
+  const { app, clock } = await start(t, routeCost)
+  const headers = { authorization: await bearer(app, 'user=alice') }
+  const exportOnce: InjectOptions = { method: 'POST', url: '/export', headers }
+  t.same(await statuses(app, 3, exportOnce), [200, 200, 429], 'two exports spend 20 tokens')
+  clock.advance(10_000) // 20 tokens again, but the export quota refills one a minute
+  const third = await app.inject(exportOnce)
+  t.equal(third.statusCode, 429, 'the export quota is still empty')
+  t.match(third.headers['ratelimit'], /"route";r=0/)
+  const search = await app.inject({ url: '/search?size=100', headers })
+  t.match(search.headers['ratelimit'], /^"app";r=16;/, 'size 100 costs 4')
+  const items = await app.inject({ url: '/items', headers })
+  t.match(items.headers['ratelimit'], /^"app";r=15;/, 'items cost 1')
+  clock.advance(60_000)
+  t.equal((await app.inject(exportOnce)).statusCode, 200, 'a minute later, one more export')
+})
+
+t.test('api-key: known keys have their own bucket; invented keys stay in the IP bucket', async (t) => {
+  const { app } = await start(t, apiKey)
+  const withKey = (key: string): InjectOptions => ({ url: '/', headers: { 'x-api-key': key } })
+  t.same(await statuses(app, 6, withKey('key-acme-0001')), [200, 200, 200, 200, 200, 429])
+  t.same(await statuses(app, 1, withKey('key-globex-0002')), [200], 'another customer')
+  const invented = []
+  for (let i = 0; i < 8; i++) invented.push((await app.inject(withKey(`made-up-${i}`))).statusCode)
+  t.same(invented, [401, 401, 401, 401, 401, 429, 429, 429], 'rotating keys does not escape the IP bucket')
+})
+
+t.test('shadow: never refuses, counts would-be refusals', async (t) => {
+  const { app } = await start(t, shadow)
+  t.same(count(await statuses(app, 8), 200), 8)
+  const last = await app.inject('/')
+  t.equal(last.headers['ratelimit'], '"edge";r=0;t=5', 'headers still tell the truth')
+  t.match((await app.inject('/stats')).json(), { wouldRefuse: { total: 4, byKey: { '{ip:127.0.0.1}:edge': 4 } } })
+})
+
+t.test('replica-share: each replica enforces its share of the quota', async (t) => {
+  for (const [replicas, share] of [['3', 10], ['2', 15], ['1', 30]] as const) {
+    const { app } = await start(t, replicaShare, { REPLICAS: replicas })
+    t.equal(count(await statuses(app, 40), 200), share, `${replicas} replicas: ${share} each`)
+  }
+})
+
+t.test('problem-json: refusals as RFC 9457 problem details, headers kept', async (t) => {
+  const { app } = await start(t, problemJson)
+  await statuses(app, 3)
+  const refused = await app.inject('/')
+  t.equal(refused.statusCode, 429)
+  t.match(refused.headers['content-type'], /^application\/problem\+json/)
+  t.equal(refused.headers['retry-after'], '1')
+  t.equal(refused.headers['ratelimit'], '"edge";r=0;t=3')
+  t.same(refused.json(), {
+    type: 'about:blank', title: 'Too Many Requests', status: 429, detail: 'Rate limit exceeded, retry in 1 second', instance: '/', retryAfterSeconds: 1
+  })
+  const missing = await app.inject('/nowhere')
+  t.equal(missing.statusCode, 429, 'the edge covers unknown routes too')
+})
+
+t.test('redis: two replicas share one quota', async (t) => {
+  if (!requireRedis(t)) return
+  const redis = await startRedis(t)
+  const url = `redis://127.0.0.1:${redis.port}`
+  const replicas = [await buildRedisServer(url), await buildRedisServer(url)] as const
+  t.teardown(async () => { for (const app of replicas) await app.close() })
+  const authorization = await bearer(replicas[0], 'user=alice')
+  const exportOn = async (app: FastifyInstance) => (await app.inject({ method: 'POST', url: '/export', headers: { authorization } })).statusCode
+  t.same([await exportOn(replicas[0]), await exportOn(replicas[1]), await exportOn(replicas[0])], [200, 200, 429], '20 tokens shared: two exports in all')
+  t.equal((await redis.client(t).keys('tollgate:{user:alice}:*')).length, 2, 'the user and route buckets live in Redis')
+})
+
+t.test('redis-cluster: two replicas share one quota on a 3-master cluster', async (t) => {
+  if (!requireRedis(t)) return
+  const cluster = await startCluster(t)
+  const nodes = cluster.ports.map((port) => `127.0.0.1:${port}`).join(',')
+  const replicas = [await buildClusterServer(nodes), await buildClusterServer(nodes)] as const
+  t.teardown(async () => { for (const app of replicas) await app.close() })
+  for (const app of replicas) await app.ready()
+  const tokens = await Promise.all(['alice', 'bob', 'carol'].map(async (user) => bearer(replicas[0], `user=${user}`)))
+  for (const authorization of tokens) {
+    const codes = []
+    for (let i = 0; i < 3; i++) codes.push((await (i % 2 === 0 ? replicas[0] : replicas[1]).inject({ method: 'POST', url: '/export', headers: { authorization } })).statusCode)
+    t.same(codes, [200, 200, 429], 'two exports per user across both replicas')
+  }
+})
+
+// Each example as `npm run example <name>` runs it: it starts, answers, and limits over HTTP.
+const RUN = fileURLToPath(new URL('../examples/run.js', import.meta.url))
+
+async function run (t: Test, name: string, env: NodeJS.ProcessEnv = {}): Promise<string> {
+  const child = spawn(process.execPath, [RUN, name], { env: { ...process.env, PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
+  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
+  t.teardown(async () => { child.kill('SIGTERM'); await exited })
+  return new Promise<string>((resolve, reject) => {
+    let output = ''
+    child.stdout.on('data', (chunk: Buffer) => {
+      output += String(chunk)
+      const match = /listening on (http:\/\/\S+)/.exec(output)
+      if (match !== null && output.includes('Press Ctrl+C')) resolve(match[1] as string)
+    })
+    void exited.then((code) => { reject(new Error(`${name} exited with ${String(code)}: ${output}`)) })
+  })
+}
+
+async function codes (url: string, times: number, init: RequestInit = {}): Promise<number[]> {
+  const seen: number[] = []
+  for (let i = 0; i < times; i++) {
+    const response = await fetch(url, init)
+    await response.arrayBuffer()
+    seen.push(response.status)
+  }
+  return seen
+}
+
+async function token (url: string, query: string): Promise<RequestInit> {
+  const { token } = await (await fetch(`${url}/token?${query}`)).json() as { token: string }
+  return { headers: { authorization: `Bearer ${token}` } }
+}
+
+/** For each example: the requests that should meet its limit quickly, and how many pass first. */
+const probes: Record<(typeof EXAMPLES)[number], (url: string) => Promise<{ statuses: number[], passes: number }>> = {
+  server: async (url) => ({ statuses: await codes(`${url}/`, 25), passes: 10 }),
+  'edge-only': async (url) => ({ statuses: await codes(`${url}/`, 25), passes: 10 }),
+  'jwt-tiers': async (url) => ({ statuses: await codes(`${url}/`, 12, await token(url, 'user=alice')), passes: 10 }),
+  'route-cost': async (url) => ({ statuses: await codes(`${url}/export`, 3, { method: 'POST', ...await token(url, 'user=alice') }), passes: 2 }),
+  'api-key': async (url) => ({ statuses: await codes(`${url}/`, 7, { headers: { 'x-api-key': 'key-acme-0001' } }), passes: 5 }),
+  shadow: async (url) => {
+    const statuses = await codes(`${url}/`, 8)
+    const { wouldRefuse } = await (await fetch(`${url}/stats`)).json() as { wouldRefuse: { total: number } }
+    return { statuses: [...statuses, wouldRefuse.total >= 1 ? 429 : 200], passes: 8 } // shadow: the count stands in for a 429
+  },
+  'replica-share': async (url) => ({ statuses: await codes(`${url}/`, 25), passes: 10 }),
+  'problem-json': async (url) => ({ statuses: await codes(`${url}/`, 5), passes: 3 }),
+  redis: async (url) => ({ statuses: await codes(`${url}/export`, 3, { method: 'POST', ...await token(url, 'user=alice') }), passes: 2 }),
+  'redis-cluster': async (url) => ({ statuses: await codes(`${url}/export`, 3, { method: 'POST', ...await token(url, 'user=alice') }), passes: 2 })
+}
+
+t.test('every example starts with `npm run example <name>`, answers, and limits', async (t) => {
+  for (const name of EXAMPLES) {
+    await t.test(name, async (t) => {
+      let env: NodeJS.ProcessEnv = {}
+      if (name === 'redis' || name === 'redis-cluster') {
+        if (!requireRedis(t)) return
+        env = name === 'redis'
+          ? { REDIS_URL: `redis://127.0.0.1:${(await startRedis(t)).port}` }
+          : { REDIS_CLUSTER: (await startCluster(t)).ports.map((port) => `127.0.0.1:${port}`).join(',') }
+      }
+      const url = await run(t, name, env)
+      const { statuses, passes } = await probes[name](url)
+      t.same(statuses.slice(0, passes), new Array<number>(passes).fill(200), `${passes} pass`)
+      t.equal(statuses.at(-1), 429, 'then the limit answers 429')
+    })
+  }
+})
+
+t.test('npm run example with an unknown name lists the examples and fails', async (t) => {
+  const child = spawn(process.execPath, [RUN, 'nope'], { stdio: ['ignore', 'ignore', 'pipe'] })
+  let errors = ''
+  child.stderr.on('data', (chunk: Buffer) => { errors += String(chunk) })
+  const code = await new Promise((resolve) => child.once('exit', resolve))
+  t.equal(code, 1)
+  t.match(errors, /npm run example edge-only/)
+})
