@@ -7,7 +7,8 @@
  *   tokens per second; an absent bucket is a full one;
  * - elapsed time is `max(0, now - last)`, so a clock going backwards adds nothing;
  * - several buckets are consumed all or nothing; a denied request changes nothing;
- * - an allowed request records `last = now`, even when `now` is before `last`.
+ * - an allowed request records `last = now`, even when `now` is before `last`;
+ * - a refusal's retry time is never early: at it, the same request passes.
  */
 
 /** How a bucket fills. Both numbers are validated at startup, never here. */
@@ -60,6 +61,25 @@ export function msUntil (tokens: number, wanted: number, policy: BucketPolicy): 
 }
 
 /**
+ * Milliseconds from `nowMs` until a bucket in `state`, holding `available` now,
+ * holds `cost` (0 if it does; `Infinity` if it never will), counting the time a
+ * clock that went backwards needs to catch up. The quotient is nudged later past floating-point rounding until `tokensAt(state, policy,
+ * nowMs + wait) >= cost`: a retry at the time it gives passes.
+ */
+export function retryWait (state: BucketState | undefined, policy: BucketPolicy, nowMs: number, available: number, cost: number): number {
+  let wait = msUntil(available, cost, policy)
+  if (wait === 0 || wait === Infinity) return wait
+  // A clock that went back behind the last step refills nothing until it passes it again.
+  if (state !== undefined && state.lastMs > nowMs) wait += state.lastMs - nowMs
+  let step = Number.EPSILON * Math.abs(nowMs + wait) || Number.MIN_VALUE
+  for (let i = 0; i < 64 && tokensAt(state, policy, nowMs + wait) < cost; i++) {
+    wait += step
+    step *= 2
+  }
+  return wait
+}
+
+/**
  * Consumes `costs[i]` from bucket `i` for every `i`, all or nothing, at `nowMs`.
  * `states[i]` is the bucket's stored state (`undefined` = absent = full).
  * The caller stores `{ tokens: decision.tokens[i], lastMs: nowMs }` for every
@@ -82,7 +102,7 @@ export function consume (
     tokens[i] = available
     if (available >= cost) continue
     allowed = false
-    const wait = msUntil(available, cost, policy)
+    const wait = retryWait(states[i], policy, nowMs, available, cost)
     if (wait > retryAfterMs) retryAfterMs = wait
   }
   if (!allowed) return { allowed, tokens, retryAfterMs }
@@ -94,7 +114,7 @@ export function consume (
 export function consumeOne (state: BucketState | undefined, policy: BucketPolicy, cost: number, nowMs: number): BucketDecision {
   const available = tokensAt(state, policy, nowMs)
   if (available >= cost) return { allowed: true, tokens: [available - cost], retryAfterMs: 0 }
-  return { allowed: false, tokens: [available], retryAfterMs: msUntil(available, cost, policy) }
+  return { allowed: false, tokens: [available], retryAfterMs: retryWait(state, policy, nowMs, available, cost) }
 }
 
 /** Milliseconds until a bucket holding `tokens` is full again (`Infinity` if it never refills and is not full). */

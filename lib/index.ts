@@ -7,7 +7,7 @@ export type { TollgateDecorator } from './plugin.js'
 export { memoryStore, MemoryStore, type MemoryStoreOptions } from './stores/memory.js'
 export { redisStore, RedisStore, type RedisStoreOptions, type RedisClientLike, type FailMode } from './stores/redis.js'
 export type { Store, BucketRequest, StoreDecision, StoreLogger } from './store.js'
-export { consume, tokensAt, msUntil, msUntilFull, type BucketPolicy, type BucketState, type BucketDecision } from './bucket.js'
+export { consume, tokensAt, msUntil, msUntilFull, retryWait, type BucketPolicy, type BucketState, type BucketDecision } from './bucket.js'
 export type {
   TollgateOptions, EdgeOptions, AppOptions, AppHookName, Identity, TierPolicies,
   RouteRateLimit, RouteCost, LimitDecision, BucketReport

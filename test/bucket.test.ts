@@ -134,6 +134,22 @@ t.test('retry time is exact: retrying at it passes, a millisecond before does no
   t.equal(consume([empty], [policy], [3], 600).allowed, true)
 })
 
+t.test('retry time is never early', async (t) => {
+  const cases: Array<{ name: string, policy: BucketPolicy, state: BucketState, cost: number, nowMs: number, retryAfterMs?: number }> = [
+    // Found by the property tests: the exact quotient left the bucket an ulp short.
+    { name: 'rounding: nudged past the float error', policy: { capacity: 149.76303114957818, refillPerSecond: 1 }, state: { tokens: 149.76303114957818 - 74.882, lastMs: 1_000_000 }, cost: 149.763, nowMs: 1_000_000 },
+    { name: 'a clock behind the last step first catches up', policy: { capacity: 1, refillPerSecond: 1 }, state: { tokens: 0, lastMs: 10_000 }, cost: 1, nowMs: 9_000, retryAfterMs: 2000 },
+    { name: 'a slow bucket at a large clock', policy: { capacity: 3, refillPerSecond: 0.001 }, state: { tokens: 0.1, lastMs: 1.7e12 }, cost: 2.9, nowMs: 1.7e12 + 1234.5 }
+  ]
+  for (const c of cases) {
+    const denied = consume([c.state], [c.policy], [c.cost], c.nowMs)
+    t.equal(denied.allowed, false, `${c.name}: refused`)
+    if (c.retryAfterMs !== undefined) t.equal(denied.retryAfterMs, c.retryAfterMs, `${c.name}: ${c.retryAfterMs} ms`)
+    t.equal(consume([c.state], [c.policy], [c.cost], c.nowMs + denied.retryAfterMs).allowed, true, `${c.name}: a retry at it passes`)
+    t.equal(consumeOne(c.state, c.policy, c.cost, c.nowMs).retryAfterMs, denied.retryAfterMs, `${c.name}: consumeOne agrees`)
+  }
+})
+
 t.test('all or nothing over several buckets', async (t) => {
   const user = { capacity: 20, refillPerSecond: 5 }
   const route = { capacity: 1, refillPerSecond: 0.5 }

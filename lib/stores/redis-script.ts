@@ -1,7 +1,7 @@
 /**
  * The Redis store's Lua script: the engine's rules (bucket.ts) over many decisions
  * in one call, atomically. The same arithmetic, in the same order, as `tokensAt`,
- * `msUntil` and `consume`; the conformance cases and a differential test run both.
+ * `retryWait` and `consume`; the conformance cases and a differential test run both.
  *
  * KEYS: every bucket key of every decision, in order. On a Cluster, KEYS holds
  *       only the first key (it routes the call to its node) and ARGV ends with
@@ -43,6 +43,15 @@ local out = {}
 -- so a key decided many times in one call is read once and written once, at the end.
 local seen, writes, order = {}, {}, {}
 local function fmt (x) return string.format('%.17g', x) end
+-- tokensAt: the tokens of a bucket (stored = {tokens, last ms} or false) at time t.
+local function levelAt (stored, capacity, rate, t)
+  if not stored then return capacity end
+  local elapsed = t - stored[2]
+  if not (elapsed > 0) or rate == 0 then return stored[1] end
+  local level = stored[1] + elapsed * (rate / 1000)
+  if level < capacity then return level end
+  return capacity
+end
 local nowText = fmt(now)
 for _ = 1, decisions do
   local count = tonumber(ARGV[arg])
@@ -53,7 +62,6 @@ for _ = 1, decisions do
   for i = 1, count do
     local capacity, rate, cost = tonumber(ARGV[arg]), tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2])
     arg = arg + 3
-    local available = capacity
     local k = keys[key + i - 1]
     local stored = seen[k]
     if stored == nil then
@@ -65,19 +73,26 @@ for _ = 1, decisions do
       end
       seen[k] = stored
     end
-    if stored then
-      available = stored[1]
-      local elapsed = now - stored[2]
-      if elapsed > 0 and rate ~= 0 then
-        available = available + elapsed * (rate / 1000)
-        if not (available < capacity) then available = capacity end
-      end
-    end
+    local available = levelAt(stored, capacity, rate, now)
     tokens[i], capacities[i], rates[i], costs[i] = available, capacity, rate, cost
     if not (available >= cost) then
       allowed = false
       local wait
-      if cost > capacity or rate == 0 then wait = math.huge else wait = (cost - available) * 1000 / rate end
+      if cost > capacity or rate == 0 then
+        wait = math.huge
+      else
+        -- retryWait: the quotient, nudged later past rounding until a retry at it passes.
+        wait = (cost - available) * 1000 / rate
+        if stored and stored[2] > now then wait = wait + (stored[2] - now) end
+        local step = 2 ^ -52 * math.abs(now + wait)
+        if step == 0 then step = 2 ^ -1074 end
+        local n = 0
+        while n < 64 and levelAt(stored, capacity, rate, now + wait) < cost do
+          wait = wait + step
+          step = step * 2
+          n = n + 1
+        end
+      end
       if wait > retry then retry = wait end
     end
   end

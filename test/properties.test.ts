@@ -1,0 +1,224 @@
+/**
+ * Property tests (fast-check): the engine against a plain reference model, the
+ * memory store against the Redis script, and the invariants every store keeps.
+ *
+ * The seed is fixed, so CI is reproducible. `TOLLGATE_PROPERTY_SEED=random npm test`
+ * draws a new one (printed), `TOLLGATE_PROPERTY_SEED=<n>` replays one, and
+ * `TOLLGATE_PROPERTY_RUNS` sets the number of runs (default 200).
+ */
+import t, { type Test } from 'tap'
+import fc from 'fast-check'
+import { consume, memoryStore, redisStore, type BucketPolicy, type BucketRequest, type BucketState, type Store, type StoreDecision } from '../lib/index.js'
+import { requireRedis, startRedis } from './redis-server.js'
+
+const SEED_SETTING = process.env.TOLLGATE_PROPERTY_SEED
+const SEED = SEED_SETTING === 'random' ? Math.floor(Math.random() * 2 ** 31) : Number(SEED_SETTING ?? 20261130)
+const RUNS = Number(process.env.TOLLGATE_PROPERTY_RUNS ?? 200)
+t.comment(`property seed ${SEED}, ${RUNS} runs (replay with TOLLGATE_PROPERTY_SEED=${SEED})`)
+
+async function holds<Ts> (t: Test, name: string, property: fc.IRawProperty<Ts>, runs = RUNS): Promise<void> {
+  const details = await fc.check(property, { seed: SEED, numRuns: runs })
+  t.notOk(details.failed, name, details.failed ? { diagnostic: true, report: fc.defaultReportMessage(details) } : {})
+}
+
+// ------------------------------------------------------------ arbitraries
+
+const policyArb: fc.Arbitrary<BucketPolicy> = fc.record({
+  capacity: fc.oneof(fc.integer({ min: 1, max: 50 }), fc.double({ min: 1, max: 1000, noNaN: true })),
+  refillPerSecond: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 20 }), fc.double({ min: 0.001, max: 1000, noNaN: true }))
+})
+
+/** A time step in ms: mostly forward, sometimes nothing, sometimes backwards (a clock that jumps). */
+const dtArb = fc.oneof(
+  { weight: 6, arbitrary: fc.integer({ min: 0, max: 3000 }) },
+  { weight: 2, arbitrary: fc.double({ min: 0, max: 500, noNaN: true }) },
+  { weight: 1, arbitrary: fc.integer({ min: -2000, max: -1 }) }
+)
+
+/** A cost as a fraction of a bucket's capacity (0 to 1.2: some can never pass). */
+const costShareArb = fc.oneof(fc.double({ min: 0, max: 1.2, noNaN: true }), fc.constantFrom(0, 1, 0.5))
+
+interface Step { dt: number, buckets: Array<{ bucket: number, costShare: number }> }
+
+/** Steps over `bucketCount` buckets; each step consumes 1 to 3 distinct buckets. */
+const stepsArb = (bucketCount: number, forwardOnly = false): fc.Arbitrary<Step[]> => fc.array(fc.record({
+  dt: forwardOnly ? fc.integer({ min: 0, max: 3000 }) : dtArb,
+  buckets: fc.uniqueArray(fc.record({ bucket: fc.integer({ min: 0, max: bucketCount - 1 }), costShare: costShareArb }), { minLength: 1, maxLength: Math.min(3, bucketCount), selector: (b) => b.bucket })
+}), { minLength: 1, maxLength: 60 })
+
+const costOf = (policy: BucketPolicy, share: number): number => Number((policy.capacity * share).toFixed(3))
+
+// ------------------------------------------------------------ the reference model
+
+/**
+ * The rules written the plain way: a bucket object that starts full, gains
+ * rate × elapsed seconds (never for time going backwards), is capped, and is
+ * debited only when every bucket of the step can pay.
+ */
+class ReferenceBucket {
+  level: number
+  at: number | undefined
+  constructor (readonly policy: BucketPolicy) { this.level = policy.capacity }
+  levelAt (now: number): number {
+    if (this.at === undefined) return this.policy.capacity
+    const gained = now > this.at ? ((now - this.at) / 1000) * this.policy.refillPerSecond : 0
+    return Math.min(this.policy.capacity, this.level + gained)
+  }
+
+  waitFor (now: number, cost: number): number {
+    const missing = cost - this.levelAt(now)
+    if (missing <= 0) return 0
+    if (cost > this.policy.capacity || this.policy.refillPerSecond === 0) return Infinity
+    const behind = this.at !== undefined && this.at > now ? this.at - now : 0
+    return behind + (missing / this.policy.refillPerSecond) * 1000
+  }
+}
+
+const close = (a: number, b: number): boolean => a === b || Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(a), Math.abs(b))
+
+t.test('the engine decides as the reference model, clock jumps included', async (t) => {
+  await holds(t, 'engine = reference', fc.property(fc.array(policyArb, { minLength: 1, maxLength: 4 }), fc.integer({ min: 0, max: 1e9 }), fc.context(), (policies, start, ctx) => {
+    const steps = fc.sample(stepsArb(policies.length), { seed: start, numRuns: 1 })[0] ?? []
+    const reference = policies.map((policy) => new ReferenceBucket(policy))
+    const states: Array<BucketState | undefined> = policies.map(() => undefined)
+    let now = start
+    for (const step of steps) {
+      now += step.dt
+      const chosen = step.buckets.map((b) => b.bucket)
+      const costs = step.buckets.map((b) => costOf(policies[b.bucket] as BucketPolicy, b.costShare))
+      const decision = consume(chosen.map((i) => states[i]), chosen.map((i) => policies[i] as BucketPolicy), costs, now)
+      const levels = chosen.map((i) => (reference[i] as ReferenceBucket).levelAt(now))
+      // A level within rounding of its cost is a tie either answer may take; elsewhere they must agree.
+      const tie = levels.some((level, k) => close(level, costs[k] as number))
+      const referenceAllows = levels.every((level, k) => level >= (costs[k] as number))
+      if (!tie && decision.allowed !== referenceAllows) { ctx.log(`at ${now}: engine ${String(decision.allowed)}, reference ${String(referenceAllows)}`); return false }
+      const wait = Math.max(...chosen.map((i, k) => (reference[i] as ReferenceBucket).waitFor(now, costs[k] as number)))
+      // Times near `now` exist only to within its rounding (ulp); the engine may wait a few ulps longer, never less.
+      const timeSlack = 1024 * Number.EPSILON * Math.abs(now)
+      const retryOk = decision.retryAfterMs === wait || (decision.retryAfterMs >= wait - 1e-9 * wait && decision.retryAfterMs <= wait + 1e-9 * wait + timeSlack)
+      if (!tie && !decision.allowed && !retryOk) { ctx.log(`retry ${decision.retryAfterMs} vs ${wait}`); return false }
+      for (let k = 0; k < chosen.length; k++) {
+        const expected = decision.allowed ? (levels[k] as number) - (costs[k] as number) : levels[k] as number
+        if (!close(decision.tokens[k] as number, expected)) { ctx.log(`tokens ${decision.tokens[k]} vs ${expected}`); return false }
+      }
+      if (decision.allowed) {
+        chosen.forEach((i, k) => {
+          states[i] = { tokens: decision.tokens[k] as number, lastMs: now }
+          const bucket = reference[i] as ReferenceBucket
+          bucket.level = (levels[k] as number) - (costs[k] as number)
+          bucket.at = now
+        })
+      }
+    }
+    return true
+  }))
+})
+
+// ------------------------------------------------------------ invariants, through a store
+
+/** Runs steps through a store with a manual clock; returns each decision and its time. */
+async function runSteps (store: Store, setNow: (ms: number) => void, policies: readonly BucketPolicy[], steps: readonly Step[], tag: string): Promise<Array<{ at: number, costs: number[], buckets: number[], decision: StoreDecision }>> {
+  let now = 1_000_000
+  const out = []
+  for (const step of steps) {
+    now += step.dt
+    setNow(now)
+    const requests: BucketRequest[] = step.buckets.map((b) => ({ key: `{p:${tag}}:${b.bucket}`, policy: policies[b.bucket] as BucketPolicy, cost: costOf(policies[b.bucket] as BucketPolicy, b.costShare) }))
+    out.push({ at: now, costs: requests.map((r) => r.cost), buckets: step.buckets.map((b) => b.bucket), decision: await store.consume(requests) })
+  }
+  return out
+}
+
+function clockedMemory (): { store: Store, set: (ms: number) => void } {
+  let now = 0
+  return { store: memoryStore({ clock: () => now }), set: (ms) => { now = ms } }
+}
+
+t.test('over any window of t seconds a bucket spends at most B + R·t', async (t) => {
+  await holds(t, 'window bound', fc.asyncProperty(policyArb, stepsArb(1, true), async (policy, steps) => {
+    const { store, set } = clockedMemory()
+    const log = await runSteps(store, set, [policy], steps, 'w')
+    const spent = log.filter((entry) => entry.decision.allowed)
+    for (let i = 0; i < spent.length; i++) {
+      let sum = 0
+      for (let j = i; j < spent.length; j++) {
+        sum += spent[j]!.costs[0] as number
+        const windowS = (spent[j]!.at - spent[i]!.at) / 1000
+        if (sum > policy.capacity + policy.refillPerSecond * windowS + 1e-6) return false
+      }
+    }
+    return true
+  }))
+})
+
+t.test('a clock going backwards adds nothing', async (t) => {
+  await holds(t, 'no tokens from a backward jump', fc.property(policyArb, fc.double({ min: 0, max: 1, noNaN: true }), fc.integer({ min: 1, max: 10_000 }), (policy, share, back) => {
+    const cost = costOf(policy, share)
+    const first = consume([undefined], [policy], [cost], 50_000)
+    if (!first.allowed) return true
+    const state = { tokens: first.tokens[0] as number, lastMs: 50_000 }
+    const later = consume([state], [policy], [0], 50_000 - back)
+    return later.tokens[0] === state.tokens
+  }))
+})
+
+t.test('a refusal changes nothing: the same steps decide the same with refused probes in between', async (t) => {
+  await holds(t, 'refusals are free', fc.asyncProperty(fc.array(policyArb, { minLength: 1, maxLength: 3 }), fc.integer({ min: 0, max: 1e9 }), async (policies, seed) => {
+    const [steps = [], probes = []] = [fc.sample(stepsArb(policies.length), { seed, numRuns: 1 })[0], fc.sample(stepsArb(policies.length), { seed: seed + 1, numRuns: 1 })[0]]
+    const plain = clockedMemory()
+    const probed = clockedMemory()
+    let now = 1_000_000
+    for (let i = 0; i < steps.length; i++) {
+      const step = steps[i] as Step
+      now += step.dt
+      plain.set(now)
+      probed.set(now)
+      const probe = probes[i]
+      if (probe !== undefined) {
+        const request = probe.buckets.map((b) => ({ key: `{r}:${b.bucket}`, policy: policies[b.bucket] as BucketPolicy, cost: costOf(policies[b.bucket] as BucketPolicy, b.costShare) }))
+        // A probe that passes is no refusal: give it to both stores, so they stay alike.
+        if ((await probed.store.consume(request)).allowed) await plain.store.consume(request)
+      }
+      const request = step.buckets.map((b) => ({ key: `{r}:${b.bucket}`, policy: policies[b.bucket] as BucketPolicy, cost: costOf(policies[b.bucket] as BucketPolicy, b.costShare) }))
+      const a = await plain.store.consume(request)
+      const b = await probed.store.consume(request)
+      if (a.allowed !== b.allowed || a.retryAfterMs !== b.retryAfterMs || a.tokens.some((x, k) => x !== b.tokens[k])) return false
+    }
+    return true
+  }))
+})
+
+t.test('Retry-After is never early: the same request passes when it says', async (t) => {
+  await holds(t, 'retry at retryAfterMs passes', fc.asyncProperty(fc.array(policyArb, { minLength: 1, maxLength: 3 }), stepsArb(3), async (policies, steps) => {
+    const { store, set } = clockedMemory()
+    const used = steps.map((step) => ({ ...step, buckets: step.buckets.filter((b) => b.bucket < policies.length) })).filter((step) => step.buckets.length > 0)
+    const log = await runSteps(store, set, policies, used, 'e')
+    const last = log.at(-1)
+    if (last === undefined || last.decision.allowed || !Number.isFinite(last.decision.retryAfterMs)) return true
+    set(last.at + last.decision.retryAfterMs)
+    const retry = await store.consume(last.buckets.map((b, k) => ({ key: `{p:e}:${b}`, policy: policies[b] as BucketPolicy, cost: last.costs[k] as number })))
+    return retry.allowed
+  }))
+})
+
+t.test('differential: the memory store and the Redis script decide alike on random sequences', async (t) => {
+  if (!requireRedis(t)) return
+  const server = await startRedis(t)
+  const client = server.client(t)
+  let now = 0
+  const redis = redisStore({ client, clock: () => now, heartbeatIntervalMs: 0, denyCacheSize: 0 })
+  t.teardown(() => redis.close())
+  let run = 0
+  await holds(t, 'memory = Redis', fc.asyncProperty(fc.array(policyArb, { minLength: 1, maxLength: 4 }), fc.integer({ min: 0, max: 1e9 }), async (policies, seed) => {
+    const steps = fc.sample(stepsArb(policies.length), { seed, numRuns: 1 })[0] ?? []
+    const memory = clockedMemory()
+    const tag = `d${run++}`
+    const fromMemory = await runSteps(memory.store, memory.set, policies, steps, tag)
+    const fromRedis = await runSteps(redis, (ms) => { now = ms }, policies, steps, tag)
+    return fromMemory.every((entry, i) => {
+      const other = (fromRedis[i] as typeof entry).decision
+      return entry.decision.allowed === other.allowed && entry.decision.retryAfterMs === other.retryAfterMs &&
+        entry.decision.tokens.every((tokens, k) => tokens === other.tokens[k])
+    })
+  }), 60)
+})
