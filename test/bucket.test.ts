@@ -139,6 +139,7 @@ t.test('retry time is never early', async (t) => {
     // Found by the property tests: the exact quotient left the bucket an ulp short.
     { name: 'rounding: nudged past the float error', policy: { capacity: 149.76303114957818, refillPerSecond: 1 }, state: { tokens: 149.76303114957818 - 74.882, lastMs: 1_000_000 }, cost: 149.763, nowMs: 1_000_000 },
     { name: 'a clock behind the last step first catches up', policy: { capacity: 1, refillPerSecond: 1 }, state: { tokens: 0, lastMs: 10_000 }, cost: 1, nowMs: 9_000, retryAfterMs: 2000 },
+    { name: 'a retry that lands on time zero', policy: B20R5, state: { tokens: 0, lastMs: -600 }, cost: 3, nowMs: -600, retryAfterMs: 600 },
     { name: 'a slow bucket at a large clock', policy: { capacity: 3, refillPerSecond: 0.001 }, state: { tokens: 0.1, lastMs: 1.7e12 }, cost: 2.9, nowMs: 1.7e12 + 1234.5 }
   ]
   for (const c of cases) {
