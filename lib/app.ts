@@ -13,6 +13,7 @@ import { bucketKey, clientAddress } from './keys.js'
 import type { AppSettings, Identity, RouteSettings, Settings } from './options.js'
 import type { BucketRequest } from './store.js'
 import { describe } from './validate.js'
+import type { Warnings } from './warnings.js'
 
 /** Who a request is from, as keys see it. */
 interface Requester {
@@ -71,10 +72,12 @@ function costOf (request: FastifyRequest, route: RouteSettings, capacity: number
 
 type Hook = (request: FastifyRequest, reply: FastifyReply, done: Done) => void
 
-export function createAppHook (settings: Settings, app: AppSettings, route: RouteSettings, ipv6Subnet: number): Hook {
+export function createAppHook (settings: Settings, app: AppSettings, route: RouteSettings, ipv6Subnet: number, warnings: Warnings): Hook {
   const routeBucket = `route:${route.route}`
   return function tollgateApp (request, reply, done) {
+    if (warnings.watchForwarded && request.headers['x-forwarded-for'] !== undefined) warnings.sawForwarded(request)
     const who = requester(request, app, ipv6Subnet)
+    if (warnings.anonymousLeft > 0) warnings.sawRequester(who.kind === 'ip')
     const main = app.tiers[who.tier] as NamedPolicy
     const cost = costOf(request, route, main.policy.capacity, who.tier)
     if (cost instanceof Error) {

@@ -6,6 +6,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { runStep, type Done } from './decide.js'
 import { bucketKey, clientAddress } from './keys.js'
 import type { EdgeSettings, Settings } from './options.js'
+import type { Warnings } from './warnings.js'
 
 /** `{key:<value>}:edge` from `edge.key(request)`, else `{ip:<address>}:edge`. */
 export function edgeKey (request: FastifyRequest, edge: EdgeSettings): string {
@@ -22,10 +23,11 @@ export function edgeKey (request: FastifyRequest, edge: EdgeSettings): string {
   return bucketKey('ip', clientAddress(request.ip, edge.ipv6Subnet), 'edge')
 }
 
-export function createEdgeHook (settings: Settings, edge: EdgeSettings) {
+export function createEdgeHook (settings: Settings, edge: EdgeSettings, warnings: Warnings) {
   const named = [edge.bucket]
   const policy = edge.bucket.policy
   return function tollgateEdge (request: FastifyRequest, reply: FastifyReply, done: Done): void {
+    if (warnings.watchForwarded && request.headers['x-forwarded-for'] !== undefined) warnings.sawForwarded(request)
     if (request.routeOptions.config?.rateLimit === false) {
       done()
       return

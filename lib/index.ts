@@ -13,6 +13,7 @@ export type {
   RouteRateLimit, RouteCost, LimitDecision, BucketReport
 } from './options.js'
 export type { HeaderStyle } from './headers.js'
+export { WARNINGS, type WarningCode } from './warnings.js'
 export {
   RateLimitedError, InvalidOptionError, InvalidRouteConfigError, InvalidCostError, StoreUnavailableError
 } from './errors.js'

@@ -8,6 +8,7 @@ import type { BucketPolicy } from './bucket.js'
 import { InvalidRouteConfigError } from './errors.js'
 import { namedPolicy, type HeaderStyle, type NamedPolicy } from './headers.js'
 import type { Store } from './store.js'
+import { WARNING_CODES, type WarningCode } from './warnings.js'
 import { MemoryStore } from './stores/memory.js'
 import {
   checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, checkPolicy, checkTiers,
@@ -89,6 +90,11 @@ export interface TollgateOptions {
   shadow?: boolean | undefined
   /** Called on every refusal (and would-be refusal in shadow mode). Errors it throws are logged. */
   onLimit?: ((request: FastifyRequest, decision: LimitDecision) => void) | undefined
+  /**
+   * Misconfiguration warnings (see warnings.ts), each logged once with its code.
+   * `false` switches all off; `{ CODE: false }` one. Default: all on.
+   */
+  warnings?: false | Partial<Record<WarningCode, boolean>> | undefined
 }
 
 /** A route's cost: a number, or a function of the request returning a finite number ≥ 0. */
@@ -133,6 +139,8 @@ export interface Settings {
   onLimit: ((request: FastifyRequest, decision: LimitDecision) => void) | undefined
   edge: EdgeSettings | undefined
   app: AppSettings | undefined
+  /** The warnings switched on. */
+  warnings: ReadonlySet<WarningCode>
 }
 
 export interface RouteSettings {
@@ -143,7 +151,7 @@ export interface RouteSettings {
   quota: Record<string, NamedPolicy> | undefined
 }
 
-const OPTION_KEYS = ['store', 'edge', 'app', 'headers', 'shadow', 'onLimit']
+const OPTION_KEYS = ['store', 'edge', 'app', 'headers', 'shadow', 'onLimit', 'warnings']
 const HOOKS: readonly AppHookName[] = ['preHandler', 'preValidation', 'preParsing']
 
 /** This process's share of a policy; capacity must still admit one request. */
@@ -232,7 +240,18 @@ export function checkOptions (value: unknown): Settings {
   const shadow = options.shadow ?? false
   if (typeof shadow !== 'boolean') expected(fail, 'shadow', 'a boolean', shadow)
   const onLimit = options.onLimit === undefined ? undefined : checkFunction<Settings['onLimit']>(fail, 'onLimit', options.onLimit)
-  return { store, headers, shadow, onLimit, edge, app }
+  return { store, headers, shadow, onLimit, edge, app, warnings: checkWarnings(options.warnings) }
+}
+
+function checkWarnings (value: unknown): Set<WarningCode> {
+  if (value === undefined || value === true) return new Set(WARNING_CODES)
+  if (value === false) return new Set()
+  const given = checkObject(failOption, 'warnings', value)
+  checkKnownKeys(failOption, 'warnings', given, WARNING_CODES)
+  for (const [code, on] of Object.entries(given)) {
+    if (typeof on !== 'boolean' && on !== undefined) expected(failOption, `warnings.${code}`, 'a boolean', on)
+  }
+  return new Set(WARNING_CODES.filter((code) => given[code] !== false))
 }
 
 /** `POST /export`, or `GET,HEAD /items` for a route with several methods. */

@@ -11,6 +11,7 @@ import { namedPolicy } from './headers.js'
 import { bucketKey } from './keys.js'
 import { checkOptions, checkRouteConfig, routeName, share, type LimitDecision, type Settings, type TollgateOptions } from './options.js'
 import { checkNumber, checkPolicy, expected, failOption } from './validate.js'
+import { claimStore, trustProxyOption, Warnings } from './warnings.js'
 import type { BucketPolicy } from './bucket.js'
 
 /** `fastify.tollgate`: consume from a bucket by hand, for work that is not an HTTP route. */
@@ -55,14 +56,18 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
   const routeErrors: Error[] = []
 
   settings.store.useLogger?.(fastify.log)
+  const warnings = new Warnings(fastify.log, settings.warnings, trustProxyOption(fastify))
+  const keyspace = settings.store.keyspace ?? { owner: settings.store, prefix: '' }
+  const claim = claimStore(keyspace.owner, keyspace.prefix)
+  if (claim.shared) warnings.warn('TOLLGATE_SHARED_STORE', { prefix: keyspace.prefix })
   fastify.decorate('tollgate', decorator(settings))
-  if (edge !== undefined) fastify.addHook('onRequest', createEdgeHook(settings, edge))
+  if (edge !== undefined) fastify.addHook('onRequest', createEdgeHook(settings, edge, warnings))
   fastify.addHook('onRoute', (routeOptions) => {
     const route = routeName(routeOptions)
     try {
       const routeSettings = checkRouteConfig(route, routeOptions.config?.rateLimit, app)
       if (routeSettings !== false && app !== undefined) {
-        attachAppHook(routeOptions, app, createAppHook(settings, app, routeSettings, ipv6Subnet))
+        attachAppHook(routeOptions, app, createAppHook(settings, app, routeSettings, ipv6Subnet, warnings))
       }
     } catch (error) {
       // Reported by ready(), wherever the route was declared.
@@ -74,7 +79,10 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
     if (first !== undefined) throw first
     await settings.store.ready?.()
   })
-  fastify.addHook('onClose', async () => { await settings.store.close() })
+  fastify.addHook('onClose', async () => {
+    claim.release()
+    await settings.store.close()
+  })
 }
 
 export default fp(tollgate, { fastify: '5.x', name: 'fastify-tollgate' })

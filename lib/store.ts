@@ -54,4 +54,10 @@ export interface Store {
   useLogger? (logger: StoreLogger): void
   /** Awaited at `app.ready()`: a store that connects somewhere may wait for it here (bounded). */
   ready? (): Promise<void>
+  /**
+   * Where the keys live, for the TOLLGATE_SHARED_STORE warning: two registrations
+   * in one process whose stores have the same `owner` (e.g. a Redis client) and
+   * `prefix` share keys. Default: the store object itself, with no prefix.
+   */
+  readonly keyspace?: { owner: object, prefix: string }
 }

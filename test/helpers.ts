@@ -1,10 +1,11 @@
 /** Shared test helpers: the conformance cases, a manual clock, and app builders. */
 import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
+import { Writable } from 'node:stream'
 import Fastify, { type FastifyInstance, type FastifyServerOptions, type InjectOptions } from 'fastify'
 import jwt from '@fastify/jwt'
 import type { Test } from 'tap'
-import tollgate, { memoryStore, type MemoryStore, type TollgateOptions, type BucketPolicy, type Store } from '../lib/index.js'
+import tollgate, { memoryStore, type MemoryStore, type TollgateOptions, type BucketPolicy, type LimitDecision, type Store } from '../lib/index.js'
 
 export interface ConformanceStep {
   atMs: number
@@ -94,4 +95,11 @@ export async function storeConformance (t: Test, store: Store, setTime: (ms: num
       }
     })
   }
+}
+
+/** A Fastify logger (pino, level debug) whose records land, parsed, in `lines`. */
+export function logSink (): { lines: Array<{ level: number, msg: string, code?: string, rateLimit?: LimitDecision, [key: string]: unknown }>, logger: { level: string, stream: Writable } } {
+  const lines: Array<{ level: number, msg: string, code?: string, rateLimit?: LimitDecision, [key: string]: unknown }> = []
+  const stream = new Writable({ write (chunk, _encoding, callback) { lines.push(JSON.parse(String(chunk))); callback() } })
+  return { lines, logger: { level: 'debug', stream } }
 }

@@ -1,13 +1,6 @@
 import t from 'tap'
-import { Writable } from 'node:stream'
-import { buildApp, statuses } from './helpers.js'
+import { buildApp, logSink, statuses } from './helpers.js'
 import type { LimitDecision } from '../lib/index.js'
-
-function logSink () {
-  const lines: Array<{ level: number, msg: string, rateLimit?: LimitDecision }> = []
-  const stream = new Writable({ write (chunk, _encoding, callback) { lines.push(JSON.parse(String(chunk))); callback() } })
-  return { lines, logger: { level: 'debug', stream } }
-}
 
 t.test('shadow mode decides, counts, sets headers and logs would-be refusals, but never refuses', async (t) => {
   const { lines, logger } = logSink()

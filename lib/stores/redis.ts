@@ -200,6 +200,11 @@ export class RedisStore implements Store {
     }
   }
 
+  /** This client and prefix: two stores on both share keys. */
+  get keyspace (): { owner: object, prefix: string } {
+    return { owner: this.client, prefix: this.prefix }
+  }
+
   useLogger (logger: StoreLogger): void {
     this.logger = logger
   }
