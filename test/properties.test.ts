@@ -8,7 +8,8 @@
  */
 import t, { type Test } from 'tap'
 import fc from 'fast-check'
-import { consume, memoryStore, redisStore, type BucketPolicy, type BucketRequest, type BucketState, type Store, type StoreDecision } from '../lib/index.js'
+import Fastify from 'fastify'
+import tollgate, { consume, memoryStore, redisStore, type BucketPolicy, type BucketRequest, type BucketState, type Store, type StoreDecision } from '../lib/index.js'
 import { requireRedis, startRedis } from './redis-server.js'
 
 const SEED_SETTING = process.env.TOLLGATE_PROPERTY_SEED
@@ -199,6 +200,30 @@ t.test('Retry-After is never early: the same request passes when it says', async
     const retry = await store.consume(last.buckets.map((b, k) => ({ key: `{p:e}:${b}`, policy: policies[b] as BucketPolicy, cost: last.costs[k] as number })))
     return retry.allowed
   }))
+})
+
+t.test('the Retry-After header is never early: a retry that many seconds later passes', async (t) => {
+  await holds(t, 'Retry-After seconds suffice', fc.asyncProperty(
+    fc.record({ capacity: fc.integer({ min: 1, max: 20 }), refillPerSecond: fc.oneof(fc.constantFrom(0.5, 1, 2.5, 7), fc.double({ min: 0.01, max: 50, noNaN: true })) }),
+    fc.array(fc.integer({ min: 0, max: 2000 }), { minLength: 1, maxLength: 40 }),
+    async (edge, gaps) => {
+      let now = 0
+      const app = Fastify()
+      await app.register(tollgate, { store: memoryStore({ clock: () => now }), edge })
+      app.get('/', async () => 'ok')
+      try {
+        for (const gap of gaps) {
+          now += gap
+          const response = await app.inject('/')
+          if (response.statusCode === 200) continue
+          now += Number(response.headers['retry-after']) * 1000
+          if ((await app.inject('/')).statusCode !== 200) return false
+        }
+        return true
+      } finally {
+        await app.close()
+      }
+    }), 50)
 })
 
 t.test('differential: the memory store and the Redis script decide alike on random sequences', async (t) => {
