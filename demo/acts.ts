@@ -165,13 +165,14 @@ export const memoryStores = (time: Timeline): StoreFactory => () => memoryStore(
 
 /**
  * Redis stores for the replicas, one client each. In virtual time the store is
- * given the timeline's clock; in real time it uses Redis's.
+ * given the timeline's clock; in real time it uses Redis's. `timeoutMs` (50)
+ * bounds each call before a store falls back to its local share.
  */
-export function redisStores (time: Timeline, connect: () => Redis): StoreFactory {
+export function redisStores (time: Timeline, connect: () => Redis, timeoutMs = 50): StoreFactory {
   return () => redisStore({
     client: connect(),
     clock: time === realTime ? undefined : time.now,
-    timeoutMs: 50,
+    timeoutMs,
     failMode: 'local',
     replicas: 3,
     heartbeatIntervalMs: 500,

@@ -6,8 +6,8 @@
  */
 import type { FastifyInstance } from 'fastify'
 import { Cluster } from 'ioredis'
-import { redisStore } from 'fastify-tollgate'
-import { buildServer, demoLines } from './server.js'
+import { demoLines } from './server.js'
+import { buildOnClient } from './redis.js'
 import type { Example } from './example.js'
 
 /** `host:port,host:port` to ioredis startup nodes. */
@@ -20,11 +20,7 @@ export function clusterNodes (list: string): Array<{ host: string, port: number 
 
 export async function buildClusterServer (nodes: string, logger = false): Promise<FastifyInstance> {
   // As for a single Redis: fail fast while a node is away; the store decides by failMode.
-  const client = new Cluster(clusterNodes(nodes), { enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 0 } })
-  client.on('error', () => {})
-  const app = await buildServer({ store: redisStore({ client, failMode: 'local', timeoutMs: 50 }), logger })
-  app.addHook('onClose', async () => { await client.quit() })
-  return app
+  return buildOnClient(new Cluster(clusterNodes(nodes), { enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 0 } }), logger)
 }
 
 export const example: Example = {

@@ -6,21 +6,25 @@
  *   REDIS_URL=redis://127.0.0.1:6379 PORT=3002 npm run example redis
  */
 import type { FastifyInstance } from 'fastify'
-import { Redis } from 'ioredis'
+import { Redis, type Cluster } from 'ioredis'
 import { redisStore } from 'fastify-tollgate'
 import { buildServer, demoLines } from './server.js'
 import type { Example } from './example.js'
 
-export async function buildRedisServer (redisUrl: string, logger = false): Promise<FastifyInstance> {
-  // Recommended client options: fail fast instead of queueing while Redis is away
-  // (the store bounds its own wait and falls back by failMode).
-  const client = new Redis(redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 0 })
+/** The demo API on a Redis or Cluster client, which it closes with the app. */
+export async function buildOnClient (client: Redis | Cluster, logger = false): Promise<FastifyInstance> {
   client.on('error', () => {}) // connection errors are reported by the store, rate-limited
   // No need to wait for 'ready' here: app.ready() waits for the client (connectWaitMs).
   const app = await buildServer({ store: redisStore({ client, failMode: 'local', timeoutMs: 50 }), logger })
   // The store never closes the client: its owner does.
   app.addHook('onClose', async () => { await client.quit() })
   return app
+}
+
+export async function buildRedisServer (redisUrl: string, logger = false): Promise<FastifyInstance> {
+  // Recommended client options: fail fast instead of queueing while Redis is away
+  // (the store bounds its own wait and falls back by failMode).
+  return buildOnClient(new Redis(redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 0 }), logger)
 }
 
 export const example: Example = {

@@ -74,8 +74,9 @@ type Hook = (request: FastifyRequest, reply: FastifyReply, done: Done) => void
 
 export function createAppHook (settings: Settings, app: AppSettings, route: RouteSettings, ipv6Subnet: number, warnings: Warnings): Hook {
   const routeBucket = `route:${route.route}`
+  const checkForwarded = settings.edge === undefined // else the edge hook checks
   return function tollgateApp (request, reply, done) {
-    if (warnings.watchForwarded && request.headers['x-forwarded-for'] !== undefined) warnings.sawForwarded(request)
+    if (checkForwarded) warnings.checkForwarded(request)
     const who = requester(request, app, ipv6Subnet)
     if (warnings.anonymousLeft > 0) warnings.sawRequester(who.kind === 'ip')
     const main = app.tiers[who.tier] as NamedPolicy

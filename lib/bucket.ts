@@ -63,8 +63,9 @@ export function msUntil (tokens: number, wanted: number, policy: BucketPolicy): 
 /**
  * Milliseconds from `nowMs` until a bucket in `state`, holding `available` now,
  * holds `cost` (0 if it does; `Infinity` if it never will), counting the time a
- * clock that went backwards needs to catch up. The quotient is nudged later past floating-point rounding until `tokensAt(state, policy,
- * nowMs + wait) >= cost`: a retry at the time it gives passes.
+ * clock that went backwards needs to catch up. The quotient is nudged later past
+ * floating-point rounding until `tokensAt(state, policy, nowMs + wait) >= cost`:
+ * a retry at the time it gives passes.
  */
 export function retryWait (state: BucketState | undefined, policy: BucketPolicy, nowMs: number, available: number, cost: number): number {
   let wait = msUntil(available, cost, policy)

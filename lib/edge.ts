@@ -27,7 +27,7 @@ export function createEdgeHook (settings: Settings, edge: EdgeSettings, warnings
   const named = [edge.bucket]
   const policy = edge.bucket.policy
   return function tollgateEdge (request: FastifyRequest, reply: FastifyReply, done: Done): void {
-    if (warnings.watchForwarded && request.headers['x-forwarded-for'] !== undefined) warnings.sawForwarded(request)
+    warnings.checkForwarded(request)
     if (request.routeOptions.config?.rateLimit === false) {
       done()
       return

@@ -46,8 +46,9 @@ export class Warnings {
     this.anonymousLeft = this.armed('TOLLGATE_ONLY_ANONYMOUS') ? ONLY_ANONYMOUS_AFTER : 0
   }
 
-  /** A request carried X-Forwarded-For while trustProxy is off. */
-  sawForwarded (request: FastifyRequest): void {
+  /** Warns at the first request that carries X-Forwarded-For while trustProxy is off. */
+  checkForwarded (request: FastifyRequest): void {
+    if (!this.watchForwarded || request.headers['x-forwarded-for'] === undefined) return
     this.watchForwarded = false
     this.warn('TOLLGATE_FORWARDED_WITHOUT_TRUST_PROXY', { ip: request.ip, forwardedFor: request.headers['x-forwarded-for'] })
   }
