@@ -170,14 +170,17 @@ async function run (t: Test, name: string, env: NodeJS.ProcessEnv = {}): Promise
   })
 }
 
+/**
+ * Sends `times` requests at once, so that on a busy machine the bucket does not
+ * refill while they arrive; returns their statuses. (The exact counts, over
+ * time, are the inject tests' job above.)
+ */
 async function codes (url: string, times: number, init: RequestInit = {}): Promise<number[]> {
-  const seen: number[] = []
-  for (let i = 0; i < times; i++) {
+  return Promise.all(Array.from({ length: times }, async () => {
     const response = await fetch(url, init)
     await response.arrayBuffer()
-    seen.push(response.status)
-  }
-  return seen
+    return response.status
+  }))
 }
 
 async function token (url: string, query: string): Promise<RequestInit> {
@@ -185,7 +188,7 @@ async function token (url: string, query: string): Promise<RequestInit> {
   return { headers: { authorization: `Bearer ${token}` } }
 }
 
-/** For each example: the requests that should meet its limit quickly, and how many pass first. */
+/** For each example: a burst that should meet its limit, and how many of it pass at least. */
 const probes: Record<(typeof EXAMPLES)[number], (url: string) => Promise<{ statuses: number[], passes: number }>> = {
   server: async (url) => ({ statuses: await codes(`${url}/`, 25), passes: 10 }),
   'edge-only': async (url) => ({ statuses: await codes(`${url}/`, 25), passes: 10 }),
@@ -195,7 +198,8 @@ const probes: Record<(typeof EXAMPLES)[number], (url: string) => Promise<{ statu
   shadow: async (url) => {
     const statuses = await codes(`${url}/`, 8)
     const { wouldRefuse } = await (await fetch(`${url}/stats`)).json() as { wouldRefuse: { total: number } }
-    return { statuses: [...statuses, wouldRefuse.total >= 1 ? 429 : 200], passes: 8 } // shadow: the count stands in for a 429
+    // Shadow mode never refuses: all 8 pass, and the would-be refusals stand in for a 429.
+    return { statuses: [...statuses, wouldRefuse.total >= 1 ? 429 : 200], passes: 8 }
   },
   'replica-share': async (url) => ({ statuses: await codes(`${url}/`, 25), passes: 10 }),
   'problem-json': async (url) => ({ statuses: await codes(`${url}/`, 5), passes: 3 }),
@@ -215,8 +219,8 @@ t.test('every example starts with `npm run example <name>`, answers, and limits'
       }
       const url = await run(t, name, env)
       const { statuses, passes } = await probes[name](url)
-      t.same(statuses.slice(0, passes), new Array<number>(passes).fill(200), `${passes} pass`)
-      t.equal(statuses.at(-1), 429, 'then the limit answers 429')
+      t.ok(count(statuses, 200) >= passes, `at least ${passes} pass (${count(statuses, 200)} of ${statuses.length})`)
+      t.ok(count(statuses, 429) >= 1, `and the limit answers 429 (${count(statuses, 429)})`)
     })
   }
 })
