@@ -9,8 +9,9 @@
  * ARGV: now (ms; '' = Redis TIME), the TTL (ms) of a bucket that never refills,
  *       a flag '1' to give every key that TTL (a test clock: Redis expires keys in
  *       its own time), the number of decisions, the number of keys at the end of
- *       ARGV (0: the keys are KEYS), then per decision: its bucket count, then per
- *       bucket: capacity, refill per second, cost.
+ *       ARGV (0: the keys are KEYS), the number of distinct policies, then per
+ *       policy: capacity, refill per second; then per decision: its bucket count,
+ *       then per bucket: its policy's number (from 1) and its cost.
  * Returns, per decision: '1' or '0' (allowed), the retry in ms, then the tokens of
  * each bucket after the step; all as strings, since ioredis 6 speaks RESP3 and a
  * Lua number would come back truncated to an integer.
@@ -36,7 +37,11 @@ if keysInArgv > 0 then
   keys = {}
   for i = 1, keysInArgv do keys[i] = ARGV[#ARGV - keysInArgv + i] end
 end
-local arg = 6
+local capacities, rates = {}, {}
+for p = 1, tonumber(ARGV[6]) do
+  capacities[p], rates[p] = tonumber(ARGV[5 + 2 * p]), tonumber(ARGV[6 + 2 * p])
+end
+local arg = 7 + 2 * #capacities
 local key = 1
 local out = {}
 -- A key's state as this call left it ({tokens, last ms}, or false: absent, full),
@@ -56,12 +61,13 @@ local nowText = fmt(now)
 for _ = 1, decisions do
   local count = tonumber(ARGV[arg])
   arg = arg + 1
-  local tokens, capacities, rates, costs = {}, {}, {}, {}
+  local tokens, policies, costs = {}, {}, {}
   local allowed = true
   local retry = 0
   for i = 1, count do
-    local capacity, rate, cost = tonumber(ARGV[arg]), tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2])
-    arg = arg + 3
+    local p = tonumber(ARGV[arg])
+    local capacity, rate, cost = capacities[p], rates[p], tonumber(ARGV[arg + 1])
+    arg = arg + 2
     local k = keys[key + i - 1]
     local stored = seen[k]
     if stored == nil then
@@ -74,7 +80,7 @@ for _ = 1, decisions do
       seen[k] = stored
     end
     local available = levelAt(stored, capacity, rate, now)
-    tokens[i], capacities[i], rates[i], costs[i] = available, capacity, rate, cost
+    tokens[i], policies[i], costs[i] = available, p, cost
     if not (available >= cost) then
       allowed = false
       local wait
@@ -103,11 +109,12 @@ for _ = 1, decisions do
       local left = tokens[i] - costs[i]
       tokens[i] = left
       texts[i] = fmt(left)
-      local missing = capacities[i] - left
+      local capacity, rate = capacities[policies[i]], rates[policies[i]]
+      local missing = capacity - left
       local ttl
       if missing <= 0 then ttl = 0
-      elseif rates[i] == 0 then ttl = neverFullTtl
-      else ttl = math.ceil(missing * 1000 / rates[i]) end
+      elseif rate == 0 then ttl = neverFullTtl
+      else ttl = math.ceil(missing * 1000 / rate) end
       if fixedTtl then ttl = neverFullTtl end
       local k = keys[key + i - 1]
       if ttl <= 0 then seen[k] = false else seen[k] = { left, now } end

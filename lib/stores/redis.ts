@@ -294,19 +294,28 @@ export class RedisStore implements Store {
   private send (batch: Pending[]): void {
     const keys: string[] = []
     const args: Array<string | number> = []
+    // Each distinct policy is sent once; a bucket refers to it by number.
+    const policyNumbers = new Map<BucketPolicy, number>()
+    const policies: number[] = []
     for (const { buckets } of batch) {
       args.push(buckets.length)
       for (const bucket of buckets) {
         keys.push(this.key(bucket.key))
-        args.push(bucket.policy.capacity, bucket.policy.refillPerSecond, bucket.cost)
+        let number = policyNumbers.get(bucket.policy)
+        if (number === undefined) {
+          number = policyNumbers.size + 1
+          policyNumbers.set(bucket.policy, number)
+          policies.push(bucket.policy.capacity, bucket.policy.refillPerSecond)
+        }
+        args.push(number, bucket.cost)
       }
     }
     const now = this.testClock === undefined ? '' : this.testClock()
     const fixedTtl = this.testClock === undefined ? '0' : '1'
     const head = [now, this.neverFullTtlMs, fixedTtl, batch.length]
     const call = this.cluster
-      ? this.consumeCommand.call(this.client, 1, keys[0] as string, ...head, keys.length, ...args, ...keys)
-      : this.consumeCommand.call(this.client, keys.length, ...keys, ...head, 0, ...args)
+      ? this.consumeCommand.call(this.client, 1, keys[0] as string, ...head, keys.length, policyNumbers.size, ...policies, ...args, ...keys)
+      : this.consumeCommand.call(this.client, keys.length, ...keys, ...head, 0, policyNumbers.size, ...policies, ...args)
     this.withTimeout(call)
       .then((reply) => {
         const decisions = this.parse(reply, batch)
