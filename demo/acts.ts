@@ -161,7 +161,7 @@ export async function replicaRun (
   return run
 }
 
-export const memoryStores = (time: Timeline): StoreFactory => () => memoryStore({ clock: time === realTime ? undefined : time.now })
+export const memoryStores = (time: Timeline): StoreFactory => () => memoryStore({ clock: time.now })
 
 /**
  * Redis stores for the replicas, one client each. In virtual time the store is
@@ -214,7 +214,7 @@ export async function layersAct (time: Timeline, onTick: (elapsedMs: number, cli
   const basic = client('default user, own IP, 40 req/s')
   const exporter = client('default user, POST /export (cost 10), 2/s')
   await app.register(tollgate, {
-    store: memoryStore({ clock: time === realTime ? undefined : time.now }),
+    store: memoryStore({ clock: time.now }),
     edge: { capacity: 100, refillPerSecond: 50 },
     app: { tiers: { default: { capacity: 20, refillPerSecond: 10 }, vip: { capacity: 200, refillPerSecond: 100 } } },
     onLimit: (request, decision) => { if (decision.layer !== 'manual') clients[String(request.headers['x-demo-client'])]![decision.layer]++ }

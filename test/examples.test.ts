@@ -188,12 +188,16 @@ async function token (url: string, query: string): Promise<RequestInit> {
   return { headers: { authorization: `Bearer ${token}` } }
 }
 
+/** The demo API's POST /export: 20 tokens at cost 10, so two pass. */
+const twoExports = async (url: string): Promise<{ statuses: number[], passes: number }> =>
+  ({ statuses: await codes(`${url}/export`, 3, { method: 'POST', ...await token(url, 'user=alice') }), passes: 2 })
+
 /** For each example: a burst that should meet its limit, and how many of it pass at least. */
 const probes: Record<(typeof EXAMPLES)[number], (url: string) => Promise<{ statuses: number[], passes: number }>> = {
   server: async (url) => ({ statuses: await codes(`${url}/`, 25), passes: 10 }),
   'edge-only': async (url) => ({ statuses: await codes(`${url}/`, 25), passes: 10 }),
   'jwt-tiers': async (url) => ({ statuses: await codes(`${url}/`, 12, await token(url, 'user=alice')), passes: 10 }),
-  'route-cost': async (url) => ({ statuses: await codes(`${url}/export`, 3, { method: 'POST', ...await token(url, 'user=alice') }), passes: 2 }),
+  'route-cost': twoExports,
   'api-key': async (url) => ({ statuses: await codes(`${url}/`, 7, { headers: { 'x-api-key': 'key-acme-0001' } }), passes: 5 }),
   shadow: async (url) => {
     const statuses = await codes(`${url}/`, 8)
@@ -203,8 +207,8 @@ const probes: Record<(typeof EXAMPLES)[number], (url: string) => Promise<{ statu
   },
   'replica-share': async (url) => ({ statuses: await codes(`${url}/`, 25), passes: 10 }),
   'problem-json': async (url) => ({ statuses: await codes(`${url}/`, 5), passes: 3 }),
-  redis: async (url) => ({ statuses: await codes(`${url}/export`, 3, { method: 'POST', ...await token(url, 'user=alice') }), passes: 2 }),
-  'redis-cluster': async (url) => ({ statuses: await codes(`${url}/export`, 3, { method: 'POST', ...await token(url, 'user=alice') }), passes: 2 })
+  redis: twoExports,
+  'redis-cluster': twoExports
 }
 
 t.test('every example starts with `npm run example <name>`, answers, and limits', async (t) => {

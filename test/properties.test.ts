@@ -117,15 +117,19 @@ t.test('the engine decides as the reference model, clock jumps included', async 
 
 // ------------------------------------------------------------ invariants, through a store
 
-/** Runs steps through a store with a manual clock; returns each decision and its time. */
-async function runSteps (store: Store, setNow: (ms: number) => void, policies: readonly BucketPolicy[], steps: readonly Step[], tag: string): Promise<Array<{ at: number, costs: number[], buckets: number[], decision: StoreDecision }>> {
+/** A step as a store sees it: bucket `b` is the key `{p:<tag>}:b`. */
+const requestsOf = (policies: readonly BucketPolicy[], step: Step, tag: string): BucketRequest[] =>
+  step.buckets.map((b) => ({ key: `{p:${tag}}:${b.bucket}`, policy: policies[b.bucket] as BucketPolicy, cost: costOf(policies[b.bucket] as BucketPolicy, b.costShare) }))
+
+/** Runs steps through a store with a manual clock; returns each step's time, requests and decision. */
+async function runSteps (store: Store, setNow: (ms: number) => void, policies: readonly BucketPolicy[], steps: readonly Step[], tag: string): Promise<Array<{ at: number, requests: BucketRequest[], decision: StoreDecision }>> {
   let now = 1_000_000
   const out = []
   for (const step of steps) {
     now += step.dt
     setNow(now)
-    const requests: BucketRequest[] = step.buckets.map((b) => ({ key: `{p:${tag}}:${b.bucket}`, policy: policies[b.bucket] as BucketPolicy, cost: costOf(policies[b.bucket] as BucketPolicy, b.costShare) }))
-    out.push({ at: now, costs: requests.map((r) => r.cost), buckets: step.buckets.map((b) => b.bucket), decision: await store.consume(requests) })
+    const requests = requestsOf(policies, step, tag)
+    out.push({ at: now, requests, decision: await store.consume(requests) })
   }
   return out
 }
@@ -143,7 +147,7 @@ t.test('over any window of t seconds a bucket spends at most B + R·t', async (t
     for (let i = 0; i < spent.length; i++) {
       let sum = 0
       for (let j = i; j < spent.length; j++) {
-        sum += spent[j]!.costs[0] as number
+        sum += spent[j]!.requests[0]!.cost
         const windowS = (spent[j]!.at - spent[i]!.at) / 1000
         if (sum > policy.capacity + policy.refillPerSecond * windowS + 1e-6) return false
       }
@@ -176,11 +180,11 @@ t.test('a refusal changes nothing: the same steps decide the same with refused p
       probed.set(now)
       const probe = probes[i]
       if (probe !== undefined) {
-        const request = probe.buckets.map((b) => ({ key: `{r}:${b.bucket}`, policy: policies[b.bucket] as BucketPolicy, cost: costOf(policies[b.bucket] as BucketPolicy, b.costShare) }))
+        const request = requestsOf(policies, probe, 'r')
         // A probe that passes is no refusal: give it to both stores, so they stay alike.
         if ((await probed.store.consume(request)).allowed) await plain.store.consume(request)
       }
-      const request = step.buckets.map((b) => ({ key: `{r}:${b.bucket}`, policy: policies[b.bucket] as BucketPolicy, cost: costOf(policies[b.bucket] as BucketPolicy, b.costShare) }))
+      const request = requestsOf(policies, step, 'r')
       const a = await plain.store.consume(request)
       const b = await probed.store.consume(request)
       if (a.allowed !== b.allowed || a.retryAfterMs !== b.retryAfterMs || a.tokens.some((x, k) => x !== b.tokens[k])) return false
@@ -197,7 +201,7 @@ t.test('Retry-After is never early: the same request passes when it says', async
     const last = log.at(-1)
     if (last === undefined || last.decision.allowed || !Number.isFinite(last.decision.retryAfterMs)) return true
     set(last.at + last.decision.retryAfterMs)
-    const retry = await store.consume(last.buckets.map((b, k) => ({ key: `{p:e}:${b}`, policy: policies[b] as BucketPolicy, cost: last.costs[k] as number })))
+    const retry = await store.consume(last.requests)
     return retry.allowed
   }))
 })
