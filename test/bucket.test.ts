@@ -12,7 +12,7 @@ function runEngine (policies: BucketPolicy[], steps: Array<{ atMs: number, costs
   })
 }
 
-t.test('conformance cases (../shared/conformance/token-bucket.json)', async (t) => {
+t.test('conformance cases (test/fixtures/token-bucket.json)', async (t) => {
   const cases = conformanceCases()
   t.ok(cases.length > 0, 'there are cases')
   for (const c of cases) {

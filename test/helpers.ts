@@ -20,13 +20,12 @@ export interface ConformanceCase {
   steps: ConformanceStep[]
 }
 
-/**
- * The cases of `../shared/conformance/token-bucket.json` (next to the repository),
- * or of the file named by TOLLGATE_CONFORMANCE. A missing file fails the tests.
- */
+/** The project's copy of the token-bucket conformance cases (see test/fixtures/README.md). */
+export const CONFORMANCE_FILE = fileURLToPath(new URL('../../test/fixtures/token-bucket.json', import.meta.url))
+
+/** The conformance cases, from the project's copy (or the file named by TOLLGATE_CONFORMANCE). */
 export function conformanceCases (): ConformanceCase[] {
-  const file = process.env.TOLLGATE_CONFORMANCE ??
-    fileURLToPath(new URL('../../../shared/conformance/token-bucket.json', import.meta.url))
+  const file = process.env.TOLLGATE_CONFORMANCE ?? CONFORMANCE_FILE
   return (JSON.parse(readFileSync(file, 'utf8')) as { cases: ConformanceCase[] }).cases
 }
 
