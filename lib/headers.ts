@@ -21,28 +21,56 @@ export interface NamedPolicy {
   readonly policyMember: string
 }
 
+/**
+ * The largest Integer an RFC 9651 structured field may carry (15 digits); a
+ * strict parser drops a whole field with a longer one (or `1e+21`). Every number
+ * these headers print is a whole number from 0 to this one. The policy bounds of
+ * validate.ts keep `q` and `r` ≤ 1e12 and `w`, `t` and `Retry-After` ≤ 1e10 s;
+ * the clamp covers what a store may still hand back: a custom store's odd tokens
+ * (negative, NaN, huge) or waits, and the Redis store's local share, whose floor
+ * of one token can stretch the time to fill by the number of live replicas.
+ */
+export const MAX_FIELD_INTEGER = 999_999_999_999_999
+
+/** A whole number (already rounded) as the headers may print it: 0 to MAX_FIELD_INTEGER; NaN is 0. */
+const fieldInteger = (whole: number): number => whole > 0 ? Math.min(whole, MAX_FIELD_INTEGER) : 0
+
 /** Seconds, rounded up. */
 const ceilSeconds = (ms: number): number => Math.ceil(ms / 1000)
 
+/** Tokens as a bucket can hold them: 0 to capacity (NaN is 0). */
+const held = (tokens: number, policy: BucketPolicy): number => tokens > 0 ? Math.min(tokens, policy.capacity) : 0
+
 export function namedPolicy (name: string, policy: BucketPolicy): NamedPolicy {
   // w: seconds to refill from empty; left out when the bucket never refills.
-  const window = policy.refillPerSecond > 0 ? `;w=${Math.ceil(policy.capacity / policy.refillPerSecond)}` : ''
-  return { name, policy, policyMember: `"${name}";q=${Math.floor(policy.capacity)}${window}` }
+  const window = policy.refillPerSecond > 0 ? `;w=${fieldInteger(Math.ceil(policy.capacity / policy.refillPerSecond))}` : ''
+  return { name, policy, policyMember: `"${name}";q=${fieldInteger(Math.floor(policy.capacity))}${window}` }
+}
+
+/** Whole tokens left, and whole seconds until full (`undefined`: never). */
+function bucketState (tokens: number, policy: BucketPolicy): { remaining: number, untilFull: number | undefined } {
+  const now = held(tokens, policy)
+  const untilFullMs = msUntilFull(now, policy)
+  return {
+    remaining: fieldInteger(Math.floor(now)),
+    untilFull: Number.isFinite(untilFullMs) ? fieldInteger(ceilSeconds(untilFullMs)) : undefined
+  }
 }
 
 /** `"edge";r=99;t=1`: whole tokens left, and seconds until full (left out when it never refills). */
 export function stateMember (bucket: NamedPolicy, tokens: number): string {
-  const untilFull = bucket.policy.refillPerSecond > 0 ? `;t=${ceilSeconds(msUntilFull(tokens, bucket.policy))}` : ''
-  return `"${bucket.name}";r=${Math.floor(tokens)}${untilFull}`
+  const { remaining, untilFull } = bucketState(tokens, bucket.policy)
+  const refills = bucket.policy.refillPerSecond > 0 && untilFull !== undefined
+  return `"${bucket.name}";r=${remaining}${refills ? `;t=${untilFull}` : ''}`
 }
 
 /**
- * `Retry-After` delay-seconds for a refusal: whole seconds, rounded up, at least 1.
- * `undefined` when the request can never pass (a bucket that never refills).
+ * `Retry-After` delay-seconds for a refusal: whole seconds, rounded up, from 1 to
+ * MAX_FIELD_INTEGER. `undefined` when the request can never pass (a bucket that never refills).
  */
 export function retryAfterSeconds (retryAfterMs: number): number | undefined {
   if (!Number.isFinite(retryAfterMs)) return undefined
-  return Math.max(1, ceilSeconds(retryAfterMs))
+  return Math.max(1, fieldInteger(ceilSeconds(retryAfterMs)))
 }
 
 function append (reply: FastifyReply, name: string, member: string): void {
@@ -67,13 +95,12 @@ export function writeHeaders (
     // The legacy trio can show one bucket: the one with the fewest whole tokens left wins.
     for (let i = 0; i < buckets.length; i++) {
       const bucket = buckets[i] as NamedPolicy
-      const remaining = Math.floor(tokens[i] as number)
+      const { remaining, untilFull } = bucketState(tokens[i] as number, bucket.policy)
       const shown = reply.getHeader('x-ratelimit-remaining')
       if (shown !== undefined && Number(shown) <= remaining) continue
-      reply.header('x-ratelimit-limit', Math.floor(bucket.policy.capacity))
+      reply.header('x-ratelimit-limit', fieldInteger(Math.floor(bucket.policy.capacity)))
       reply.header('x-ratelimit-remaining', remaining)
-      const untilFull = msUntilFull(tokens[i] as number, bucket.policy)
-      if (Number.isFinite(untilFull)) reply.header('x-ratelimit-reset', ceilSeconds(untilFull))
+      if (untilFull !== undefined) reply.header('x-ratelimit-reset', untilFull)
       else reply.removeHeader('x-ratelimit-reset')
     }
   }

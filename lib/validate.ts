@@ -67,14 +67,50 @@ export function checkFunction<F> (fail: Fail, path: string, value: unknown): F {
   return value as F
 }
 
-/** A bucket policy: capacity ≥ 1 (a bucket must admit one request), refill ≥ 0 tokens per second. */
+/**
+ * The largest policy the plugin accepts, so that every number a policy leads to
+ * stays exact in a double, fits a Redis `PX` expiry, and prints as an RFC 9651
+ * Integer (at most 15 digits) in `RateLimit` and `RateLimit-Policy`:
+ * - `capacity` ≤ 1e12 tokens. Tokens are fractional: at 1e12 a double still
+ *   resolves 1/8192 of a token (at 2^53 it resolves none). No real quota comes
+ *   near it; a tier meant to be unlimited can use 1e12, or exempt its routes.
+ *   `q` and `r` stay ≤ 1e12 (13 digits).
+ * - `refillPerSecond` ≤ 1e12 tokens per second, the same bound for the rate.
+ * - for a bucket that refills, `capacity / refillPerSecond` ≤ 1e10 seconds (about
+ *   317 years) from empty to full. `w`, `t` and `Retry-After` then stay ≤ 1e10 s
+ *   (11 digits), and a store's expiry (ms until full) ≤ 1e13 ms. A slower refill
+ *   is a bucket that never refills in practice: write `refillPerSecond: 0`.
+ * A quota share (1/N replicas) scales capacity and rate alike, so the time to
+ * fill is unchanged; headers.ts clamps whatever a store still returns beyond these.
+ */
+export const POLICY_BOUNDS = Object.freeze({ capacity: 1e12, refillPerSecond: 1e12, secondsToFill: 1e10 })
+
+/** `1e12`, as people write it in code. */
+const scientific = (value: number): string => value.toExponential().replace('e+', 'e')
+
+/**
+ * A bucket policy: capacity from 1 (a bucket must admit one request) to 1e12,
+ * refill from 0 (never) to 1e12 tokens per second, full again within 1e10 s
+ * (see `POLICY_BOUNDS`).
+ */
 export function checkPolicy (fail: Fail, path: string, value: unknown, extraKeys: readonly string[] = []): BucketPolicy {
   const policy = checkObject(fail, path, value)
   checkKnownKeys(fail, path, policy, ['capacity', 'refillPerSecond', ...extraKeys])
-  return Object.freeze({
-    capacity: checkNumber(fail, `${path}.capacity`, policy.capacity, 1),
-    refillPerSecond: checkNumber(fail, `${path}.refillPerSecond`, policy.refillPerSecond, 0)
-  })
+  const capacity = checkNumber(fail, `${path}.capacity`, policy.capacity, 1)
+  if (capacity > POLICY_BOUNDS.capacity) {
+    const most = scientific(POLICY_BOUNDS.capacity)
+    expected(fail, `${path}.capacity`, `at most ${most} tokens (no client reaches ${most}: use it for a tier meant to be unlimited)`, capacity)
+  }
+  const refillPerSecond = checkNumber(fail, `${path}.refillPerSecond`, policy.refillPerSecond, 0)
+  if (refillPerSecond > POLICY_BOUNDS.refillPerSecond) {
+    expected(fail, `${path}.refillPerSecond`, `at most ${scientific(POLICY_BOUNDS.refillPerSecond)} tokens per second`, refillPerSecond)
+  }
+  const secondsToFill = capacity / refillPerSecond
+  if (refillPerSecond > 0 && secondsToFill > POLICY_BOUNDS.secondsToFill) {
+    fail(`Expected \`${path}.refillPerSecond\` to fill the bucket of ${capacity} tokens within ${scientific(POLICY_BOUNDS.secondsToFill)} seconds (about 317 years), ` +
+      `got ${describe(refillPerSecond)}, which takes ${+secondsToFill.toPrecision(6)} s; for a bucket that never refills, write \`refillPerSecond: 0\``)
+  }
+  return Object.freeze({ capacity, refillPerSecond })
 }
 
 /**

@@ -61,6 +61,18 @@ export async function buildApp (options: Omit<TollgateOptions, 'store'>, fastify
   return { app, store, clock }
 }
 
+/** Registers the plugin with `options` (unchecked), declares `routes`, and waits for `ready()`; closes the app either way. */
+export async function readyWith (options: unknown, routes: (app: FastifyInstance) => void = () => {}): Promise<void> {
+  const app = Fastify()
+  app.register(tollgate, options as TollgateOptions)
+  app.after(() => { routes(app) })
+  try {
+    await app.ready()
+  } finally {
+    await app.close().catch(() => {})
+  }
+}
+
 /** Sends `count` identical requests one after another; returns their status codes. */
 export async function statuses (app: FastifyInstance, count: number, options: InjectOptions = { url: '/' }): Promise<number[]> {
   const codes: number[] = []

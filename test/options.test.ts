@@ -1,21 +1,10 @@
 import t from 'tap'
-import Fastify, { type FastifyInstance } from 'fastify'
-import tollgate, { type TollgateOptions } from '../lib/index.js'
+import type { FastifyInstance } from 'fastify'
 import { describe } from '../lib/validate.js'
+import { readyWith } from './helpers.js'
 
 const policy = { capacity: 20, refillPerSecond: 5 }
 const tiers = { default: policy, vip: { capacity: 200, refillPerSecond: 50 } }
-
-async function readyWith (options: unknown, routes: (app: FastifyInstance) => void = () => {}) {
-  const app = Fastify()
-  app.register(tollgate, options as TollgateOptions)
-  app.after(() => { routes(app) })
-  try {
-    await app.ready()
-  } finally {
-    await app.close().catch(() => {})
-  }
-}
 
 t.test('invalid plugin options make ready() reject with TOLLGATE_INVALID_OPTION, naming option, value and expectation', async (t) => {
   const cases: Array<[string, unknown, RegExp]> = [
