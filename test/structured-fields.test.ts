@@ -10,10 +10,10 @@ import t, { type Test } from 'tap'
 import Fastify, { type InjectOptions, type LightMyRequestResponse } from 'fastify'
 import { Redis } from 'ioredis'
 import { parseList, serializeList } from 'structured-headers'
-import tollgate, { redisStore, type Store, type TollgateOptions } from '../lib/index.js'
+import tollgate, { memoryStore, redisStore, type Store, type TollgateOptions } from '../lib/index.js'
 import { MAX_FIELD_INTEGER } from '../lib/headers.js'
-import { buildApp } from './helpers.js'
-import { freePort } from './redis-server.js'
+import { buildApp, manualClock } from './helpers.js'
+import { freePort, requireRedis, startRedis } from './redis-server.js'
 
 /** A parsed member: its name and its parameters. */
 interface Member { name: string, params: Record<string, number> }
@@ -114,11 +114,13 @@ t.test('both layers and a route quota, allowed and refused by each, parse as the
   await app.close()
 })
 
-t.test('at the largest policies startup accepts, every number is an Integer of at most 15 digits', async (t) => {
+/** Runs on a fresh store from `storeFor` per header style (its clock never moves). */
+async function largestOn (t: Test, storeFor: (headers: string) => Store): Promise<void> {
   const largest = { capacity: 1e12, refillPerSecond: 1e12 }
   const slowest = { capacity: 1e12, refillPerSecond: 100 } // 1e10 s to fill: the bound
   for (const headers of ['draft', 'legacy'] as const) {
-    const { app } = await buildApp({ headers, edge: slowest, app: { tiers: { default: largest } } })
+    const app = Fastify()
+    await app.register(tollgate, { store: storeFor(headers), headers, edge: slowest, app: { tiers: { default: largest } } })
     app.route(route('/once', { capacity: 1, refillPerSecond: 1e-10 }))
     t.equal((await app.inject('/once')).statusCode, 200)
     const refused = await app.inject('/once')
@@ -133,6 +135,17 @@ t.test('at the largest policies startup accepts, every number is an Integer of a
       t.same([refused.headers['x-ratelimit-limit'], refused.headers['x-ratelimit-remaining'], refused.headers['x-ratelimit-reset']], ['1', '0', '10000000000'])
     }
     await app.close()
+  }
+}
+
+t.test('at the largest policies startup accepts, every number is an Integer of at most 15 digits', async (t) => {
+  await t.test('memory store', async (t) => { await largestOn(t, () => memoryStore({ clock: manualClock().now })) })
+  if (requireRedis(t)) {
+    await t.test('Redis store', async (t) => {
+      const server = await startRedis(t)
+      const client = server.client(t)
+      await largestOn(t, (headers) => redisStore({ client, prefix: `${headers}:`, clock: manualClock().now, heartbeatIntervalMs: 0, timeoutMs: 2000 }))
+    })
   }
 })
 
