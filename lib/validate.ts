@@ -55,9 +55,10 @@ export function checkNumber (fail: Fail, path: string, value: unknown, min: numb
   return value
 }
 
-export function checkInteger (fail: Fail, path: string, value: unknown, min: number): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
-    expected(fail, path, `an integer ≥ ${min}`, value)
+/** An integer from `min` to `max` (default: no bound but `Number.MAX_SAFE_INTEGER`). */
+export function checkInteger (fail: Fail, path: string, value: unknown, min: number, max?: number): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || (max !== undefined && value > max)) {
+    expected(fail, path, max === undefined ? `an integer ≥ ${min}` : `an integer from ${min} to ${max}`, value)
   }
   return value
 }

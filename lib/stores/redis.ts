@@ -20,7 +20,7 @@ import { withTimeout } from './bounded-wait.js'
 import { CircuitBreaker, type BreakerState } from './circuit-breaker.js'
 import { clusterSlot } from './cluster-slot.js'
 import { MemoryStore } from './memory.js'
-import { callScript, MicroBatcher, parseNumber, type Pending, type ScriptCall, type ScriptCallOptions } from './redis-batch.js'
+import { callScript, MAX_BATCH, MicroBatcher, parseNumber, type Pending, type ScriptCall, type ScriptCallOptions } from './redis-batch.js'
 import { CONSUME_SCRIPT, CONSUME_SCRIPT_CLUSTER, HEARTBEAT_SCRIPT } from './redis-script.js'
 
 /** What to do when Redis cannot answer in time. */
@@ -28,7 +28,8 @@ export type FailMode = 'open' | 'closed' | 'local'
 
 /**
  * The part of an ioredis `Redis` or `Cluster` (or iovalkey) this store uses.
- * The store defines its scripts on it and never closes it.
+ * The store defines its scripts on it and never closes it. The commands it defines
+ * must flatten array arguments one level, as ioredis and iovalkey do.
  */
 export interface RedisClientLike {
   defineCommand (name: string, definition: { lua: string, numberOfKeys?: number }): void
@@ -60,7 +61,10 @@ export interface RedisStoreOptions {
   probeIntervalMs?: number | undefined
   /** Most refusals remembered locally (0 disables the deny cache). Default 10 000. */
   denyCacheSize?: number | undefined
-  /** Most decisions in one script call. Default 500. */
+  /**
+   * Most decisions in one script call, from 1 to `MAX_BATCH` (10 000). Default 500.
+   * A script call holds Redis for its whole run, so keep it short.
+   */
   maxBatch?: number | undefined
   /** TTL of a bucket that never refills (refill 0), in ms. Default one day. */
   neverFullTtlMs?: number | undefined
@@ -155,7 +159,7 @@ export class RedisStore implements Store {
     const breakerThreshold = checkInteger(fail, 'redisStore.breakerThreshold', given.breakerThreshold ?? 3, 1)
     const probeIntervalMs = checkNumber(fail, 'redisStore.probeIntervalMs', given.probeIntervalMs ?? 1000, 1)
     this.denyCacheSize = checkInteger(fail, 'redisStore.denyCacheSize', given.denyCacheSize ?? 10_000, 0)
-    const maxBatch = checkInteger(fail, 'redisStore.maxBatch', given.maxBatch ?? 500, 1)
+    const maxBatch = checkInteger(fail, 'redisStore.maxBatch', given.maxBatch ?? 500, 1, MAX_BATCH)
     this.neverFullTtlMs = checkInteger(fail, 'redisStore.neverFullTtlMs', given.neverFullTtlMs ?? 86_400_000, 1)
     this.logIntervalMs = checkNumber(fail, 'redisStore.logIntervalMs', given.logIntervalMs ?? 10_000, 0)
     this.connectWaitMs = checkNumber(fail, 'redisStore.connectWaitMs', given.connectWaitMs ?? 3000, 0)
