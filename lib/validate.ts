@@ -63,6 +63,21 @@ export function checkInteger (fail: Fail, path: string, value: unknown, min: num
   return value
 }
 
+/**
+ * The longest delay Node's timers keep, in ms: 2^31 − 1, about 24.8 days. Node
+ * takes a longer `setTimeout` or `setInterval` delay as 1 ms (with a warning), so a
+ * sweep or a heartbeat meant for once a month would run a thousand times a second.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1
+
+/** A delay for a timer, in ms: a number (an integer when `integer`) from `min` to `MAX_TIMER_MS`. */
+export function checkTimer (fail: Fail, path: string, value: unknown, min: number, integer = false): number {
+  if (typeof value !== 'number' || !(integer ? Number.isSafeInteger(value) : Number.isFinite(value)) || value < min || value > MAX_TIMER_MS) {
+    expected(fail, path, `${integer ? 'an integer' : 'a number'} of ms from ${min} to ${MAX_TIMER_MS} (the longest delay of a Node timer)`, value)
+  }
+  return value
+}
+
 export function checkFunction<F> (fail: Fail, path: string, value: unknown): F {
   if (typeof value !== 'function') expected(fail, path, 'a function', value)
   return value as F

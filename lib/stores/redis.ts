@@ -14,7 +14,7 @@ import { tokensAt, type BucketPolicy } from '../bucket.js'
 import { StoreUnavailableError } from '../errors.js'
 import type { BucketRequest, Store, StoreDecision, StoreLogger } from '../store.js'
 import {
-  checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, expected, failOption
+  checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, checkTimer, expected, failOption
 } from '../validate.js'
 import { withTimeout } from './bounded-wait.js'
 import { CircuitBreaker, type BreakerState } from './circuit-breaker.js'
@@ -45,7 +45,11 @@ export interface RedisStoreOptions {
   client: RedisClientLike
   /** Prepended to every key. Default `'tollgate:'`. Must not contain `{` or `}`. */
   prefix?: string | undefined
-  /** Longest wait for Redis per call, in ms. Default 50. */
+  /**
+   * Longest wait for Redis per call, in ms. Default 50. Every timer option (this one,
+   * `heartbeatIntervalMs`, `probeIntervalMs`, `connectWaitMs`) is at most 2^31 − 1 ms,
+   * the longest delay a Node timer keeps.
+   */
   timeoutMs?: number | undefined
   /** On an error or a timeout: `'open'` allows, `'closed'` refuses with 503, `'local'` (default) uses a local share. */
   failMode?: FailMode | undefined
@@ -53,7 +57,7 @@ export interface RedisStoreOptions {
   fallbackHeadroom?: number | undefined
   /** Live replicas assumed until the first heartbeat answers. Default 1. */
   replicas?: number | undefined
-  /** How often this replica announces itself, in ms (a beat counts for 3 intervals). Default 2000. */
+  /** How often this replica announces itself, in ms (a beat counts for 3 intervals); 0 disables. Default 2000. */
   heartbeatIntervalMs?: number | undefined
   /** Consecutive failed calls that open the circuit breaker. Default 3. */
   breakerThreshold?: number | undefined
@@ -152,17 +156,17 @@ export class RedisStore implements Store {
       expected(fail, 'redisStore.failMode', "'open', 'closed' or 'local'", failMode)
     }
     this.failMode = failMode
-    this.timeoutMs = checkNumber(fail, 'redisStore.timeoutMs', given.timeoutMs ?? 50, 1)
+    this.timeoutMs = checkTimer(fail, 'redisStore.timeoutMs', given.timeoutMs ?? 50, 1)
     this.fallbackHeadroom = checkNumber(fail, 'redisStore.fallbackHeadroom', given.fallbackHeadroom ?? 0.2, 0)
     this.liveReplicas = checkInteger(fail, 'redisStore.replicas', given.replicas ?? 1, 1)
-    this.heartbeatIntervalMs = checkInteger(fail, 'redisStore.heartbeatIntervalMs', given.heartbeatIntervalMs ?? 2000, 0)
+    this.heartbeatIntervalMs = checkTimer(fail, 'redisStore.heartbeatIntervalMs', given.heartbeatIntervalMs ?? 2000, 0, true)
     const breakerThreshold = checkInteger(fail, 'redisStore.breakerThreshold', given.breakerThreshold ?? 3, 1)
-    const probeIntervalMs = checkNumber(fail, 'redisStore.probeIntervalMs', given.probeIntervalMs ?? 1000, 1)
+    const probeIntervalMs = checkTimer(fail, 'redisStore.probeIntervalMs', given.probeIntervalMs ?? 1000, 1)
     this.denyCacheSize = checkInteger(fail, 'redisStore.denyCacheSize', given.denyCacheSize ?? 10_000, 0)
     const maxBatch = checkInteger(fail, 'redisStore.maxBatch', given.maxBatch ?? 500, 1, MAX_BATCH)
     this.neverFullTtlMs = checkInteger(fail, 'redisStore.neverFullTtlMs', given.neverFullTtlMs ?? 86_400_000, 1)
     this.logIntervalMs = checkNumber(fail, 'redisStore.logIntervalMs', given.logIntervalMs ?? 10_000, 0)
-    this.connectWaitMs = checkNumber(fail, 'redisStore.connectWaitMs', given.connectWaitMs ?? 3000, 0)
+    this.connectWaitMs = checkTimer(fail, 'redisStore.connectWaitMs', given.connectWaitMs ?? 3000, 0)
     const testClock = given.clock === undefined ? undefined : checkFunction<() => number>(fail, 'redisStore.clock', given.clock)
     this.now = testClock ?? ((): number => performance.now())
     this.fallback = new MemoryStore({ clock: this.now })
