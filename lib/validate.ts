@@ -55,9 +55,25 @@ export function checkNumber (fail: Fail, path: string, value: unknown, min: numb
   return value
 }
 
-export function checkInteger (fail: Fail, path: string, value: unknown, min: number): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
-    expected(fail, path, `an integer ≥ ${min}`, value)
+/** An integer from `min` to `max` (default: no bound but `Number.MAX_SAFE_INTEGER`). */
+export function checkInteger (fail: Fail, path: string, value: unknown, min: number, max?: number): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || (max !== undefined && value > max)) {
+    expected(fail, path, max === undefined ? `an integer ≥ ${min}` : `an integer from ${min} to ${max}`, value)
+  }
+  return value
+}
+
+/**
+ * The longest delay Node's timers keep, in ms: 2^31 − 1, about 24.8 days. Node
+ * takes a longer `setTimeout` or `setInterval` delay as 1 ms (with a warning), so a
+ * sweep or a heartbeat meant for once a month would run a thousand times a second.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1
+
+/** A delay for a timer, in ms: a number (an integer when `integer`) from `min` to `MAX_TIMER_MS`. */
+export function checkTimer (fail: Fail, path: string, value: unknown, min: number, integer = false): number {
+  if (typeof value !== 'number' || !(integer ? Number.isSafeInteger(value) : Number.isFinite(value)) || value < min || value > MAX_TIMER_MS) {
+    expected(fail, path, `${integer ? 'an integer' : 'a number'} of ms from ${min} to ${MAX_TIMER_MS} (the longest delay of a Node timer)`, value)
   }
   return value
 }

@@ -98,6 +98,16 @@ export class RedisServer {
     await exited
   }
 
+  /** Freezes the server (SIGSTOP): its connections stay open and nothing answers, as on a stalled host. */
+  pause (): void {
+    this.process?.kill('SIGSTOP')
+  }
+
+  /** Thaws a paused server (SIGCONT). */
+  resume (): void {
+    this.process?.kill('SIGCONT')
+  }
+
   async stop (): Promise<void> {
     await this.kill()
     rmSync(this.dir, { recursive: true, force: true })

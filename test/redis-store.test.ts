@@ -1,7 +1,7 @@
 import t from 'tap'
 import { Redis } from 'ioredis'
 import { redisStore } from '../lib/index.js'
-import { parseNumber } from '../lib/stores/redis.js'
+import { parseNumber } from '../lib/stores/redis-batch.js'
 import { manualClock, storeConformance } from './helpers.js'
 import { commandCalls, freePort, requireRedis, startRedis } from './redis-server.js'
 
@@ -160,7 +160,7 @@ t.test('invalid redisStore options fail with a coded error', async (t) => {
     [{ client: {} }, /`redisStore\.client`/],
     [{ client, prefix: 'a{b}' }, /`redisStore\.prefix` to be a string without `\{` or `\}`/],
     [{ client, failMode: 'fallback' }, /Expected `redisStore\.failMode` to be 'open', 'closed' or 'local', got `"fallback"`/],
-    [{ client, timeoutMs: 0 }, /`redisStore\.timeoutMs` to be a finite number ≥ 1, got `0`/],
+    [{ client, timeoutMs: 0 }, /`redisStore\.timeoutMs` to be a number of ms from 1 to 2147483647 \(the longest delay of a Node timer\), got `0`/],
     [{ client, replicas: 0 }, /`redisStore\.replicas`/],
     [{ client, fallbackHeadroom: -1 }, /`redisStore\.fallbackHeadroom`/],
     [{ client, denyCacheSize: 1.5 }, /`redisStore\.denyCacheSize`/],

@@ -7,7 +7,7 @@
  */
 import { performance } from 'node:perf_hooks'
 import { consume, consumeOne, msUntilFull, type BucketDecision, type BucketPolicy, type BucketState } from '../bucket.js'
-import { checkFunction, checkInteger, checkKnownKeys, checkObject, failOption } from '../validate.js'
+import { checkFunction, checkInteger, checkKnownKeys, checkObject, checkTimer, failOption } from '../validate.js'
 import type { BucketRequest, Store } from '../store.js'
 
 export interface MemoryStoreOptions {
@@ -26,7 +26,7 @@ export interface MemoryStoreOptions {
    * quota is divided by it (capacity and refill). Default 1.
    */
   replicas?: number | undefined
-  /** How often buckets that are full by now are dropped, in ms. Default 60 000. */
+  /** How often buckets that are full by now are dropped, in ms, from 1 to 2^31 − 1 (Node's longest timer). Default 60 000. */
   sweepIntervalMs?: number | undefined
 }
 
@@ -74,7 +74,7 @@ export class MemoryStore implements Store {
     this.clock = checkFunction(fail, 'memoryStore.clock', clock)
     this.maxKeys = checkInteger(fail, 'memoryStore.maxKeys', maxKeys, 1)
     this.quotaShare = 1 / checkInteger(fail, 'memoryStore.replicas', replicas, 1)
-    this.sweepIntervalMs = checkInteger(fail, 'memoryStore.sweepIntervalMs', sweepIntervalMs, 1)
+    this.sweepIntervalMs = checkTimer(fail, 'memoryStore.sweepIntervalMs', sweepIntervalMs, 1, true)
   }
 
   /** Number of buckets held now. */

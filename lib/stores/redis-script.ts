@@ -16,7 +16,8 @@
  * each bucket after the step; all as strings, since ioredis 6 speaks RESP3 and a
  * Lua number would come back truncated to an integer.
  * A bucket is stored as the string "<tokens> <last ms>", with a PX TTL of its time
- * until full; a bucket that is full is deleted (an absent bucket is a full one).
+ * until full, at most 2^53 − 1 ms (285 000 years); a bucket that is full is deleted
+ * (an absent bucket is a full one).
  * A key decided several times in one call is read once and written once, at the
  * end, with its last state: the same result as a GET and a SET per decision.
  */
@@ -48,6 +49,10 @@ local out = {}
 -- so a key decided many times in one call is read once and written once, at the end.
 local seen, writes, order = {}, {}, {}
 local function fmt (x) return string.format('%.17g', x) end
+-- The longest TTL, in ms. A longer time until full (a refill of a token per
+-- millennium) is forever in practice, and from about 1e17 ms SET ... PX fails,
+-- which would fail the whole call after some of its writes were made.
+local maxTtl = 2 ^ 53 - 1
 -- tokensAt: the tokens of a bucket (stored = {tokens, last ms} or false) at time t.
 local function levelAt (stored, capacity, rate, t)
   if not stored then return capacity end
@@ -116,10 +121,12 @@ for _ = 1, decisions do
       elseif rate == 0 then ttl = neverFullTtl
       else ttl = math.ceil(missing * 1000 / rate) end
       if fixedTtl then ttl = neverFullTtl end
+      if not (ttl < maxTtl) then ttl = maxTtl end -- inf and nan included
       local k = keys[key + i - 1]
       if ttl <= 0 then seen[k] = false else seen[k] = { left, now } end
       if writes[k] == nil then order[#order + 1] = k end
-      if ttl <= 0 then writes[k] = false else writes[k] = { texts[i] .. ' ' .. nowText, ttl } end
+      -- The TTL goes as an integer string: redis.call would print a large number with an exponent.
+      if ttl <= 0 then writes[k] = false else writes[k] = { texts[i] .. ' ' .. nowText, string.format('%.0f', ttl) } end
     end
   end
   out[#out + 1] = allowed and '1' or '0'

@@ -14,10 +14,13 @@ import { tokensAt, type BucketPolicy } from '../bucket.js'
 import { StoreUnavailableError } from '../errors.js'
 import type { BucketRequest, Store, StoreDecision, StoreLogger } from '../store.js'
 import {
-  checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, expected, failOption
+  checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, checkTimer, expected, failOption
 } from '../validate.js'
+import { withTimeout } from './bounded-wait.js'
+import { CircuitBreaker, type BreakerState } from './circuit-breaker.js'
 import { clusterSlot } from './cluster-slot.js'
 import { MemoryStore } from './memory.js'
+import { callScript, MAX_BATCH, MicroBatcher, parseNumber, type Pending, type ScriptCall, type ScriptCallOptions } from './redis-batch.js'
 import { CONSUME_SCRIPT, CONSUME_SCRIPT_CLUSTER, HEARTBEAT_SCRIPT } from './redis-script.js'
 
 /** What to do when Redis cannot answer in time. */
@@ -25,7 +28,8 @@ export type FailMode = 'open' | 'closed' | 'local'
 
 /**
  * The part of an ioredis `Redis` or `Cluster` (or iovalkey) this store uses.
- * The store defines its scripts on it and never closes it.
+ * The store defines its scripts on it and never closes it. The commands it defines
+ * must flatten array arguments one level, as ioredis and iovalkey do.
  */
 export interface RedisClientLike {
   defineCommand (name: string, definition: { lua: string, numberOfKeys?: number }): void
@@ -41,7 +45,11 @@ export interface RedisStoreOptions {
   client: RedisClientLike
   /** Prepended to every key. Default `'tollgate:'`. Must not contain `{` or `}`. */
   prefix?: string | undefined
-  /** Longest wait for Redis per call, in ms. Default 50. */
+  /**
+   * Longest wait for Redis per call, in ms. Default 50. Every timer option (this one,
+   * `heartbeatIntervalMs`, `probeIntervalMs`, `connectWaitMs`) is at most 2^31 − 1 ms,
+   * the longest delay a Node timer keeps.
+   */
   timeoutMs?: number | undefined
   /** On an error or a timeout: `'open'` allows, `'closed'` refuses with 503, `'local'` (default) uses a local share. */
   failMode?: FailMode | undefined
@@ -49,7 +57,7 @@ export interface RedisStoreOptions {
   fallbackHeadroom?: number | undefined
   /** Live replicas assumed until the first heartbeat answers. Default 1. */
   replicas?: number | undefined
-  /** How often this replica announces itself, in ms (a beat counts for 3 intervals). Default 2000. */
+  /** How often this replica announces itself, in ms (a beat counts for 3 intervals); 0 disables. Default 2000. */
   heartbeatIntervalMs?: number | undefined
   /** Consecutive failed calls that open the circuit breaker. Default 3. */
   breakerThreshold?: number | undefined
@@ -57,7 +65,10 @@ export interface RedisStoreOptions {
   probeIntervalMs?: number | undefined
   /** Most refusals remembered locally (0 disables the deny cache). Default 10 000. */
   denyCacheSize?: number | undefined
-  /** Most decisions in one script call. Default 500. */
+  /**
+   * Most decisions in one script call, from 1 to `MAX_BATCH` (10 000). Default 500.
+   * A script call holds Redis for its whole run, so keep it short.
+   */
   maxBatch?: number | undefined
   /** TTL of a bucket that never refills (refill 0), in ms. Default one day. */
   neverFullTtlMs?: number | undefined
@@ -76,20 +87,12 @@ export interface RedisStoreOptions {
   clock?: (() => number) | undefined
 }
 
-interface Pending {
-  buckets: readonly BucketRequest[]
-  resolve (decision: StoreDecision): void
-  reject (error: unknown): void
-}
-
 interface Denial {
   untilMs: number
   atMs: number
   costs: number[]
   tokens: number[]
 }
-
-type ScriptCall = (this: RedisClientLike, ...args: Array<string | number>) => Promise<unknown>
 
 const CONSUME_COMMAND = 'tollgateConsume'
 const CONSUME_CLUSTER_COMMAND = 'tollgateConsumeCluster'
@@ -103,14 +106,6 @@ const OPTION_KEYS = [
 const ignore = (): void => {}
 const silent: StoreLogger = { info: ignore, warn: ignore, error: ignore }
 
-/** Parses a number the script formatted with %.17g (`inf` included); throws on anything else. */
-export function parseNumber (text: unknown): number {
-  if (text === 'inf') return Infinity
-  const value = Number(text)
-  if (Number.isNaN(value)) throw new Error(`fastify-tollgate: unexpected reply from the Redis script: ${String(text)}`)
-  return value
-}
-
 /** The deny cache's key for a step: its bucket keys. */
 function denialSignature (buckets: readonly BucketRequest[]): string {
   return buckets.length === 1 ? (buckets[0] as BucketRequest).key : buckets.map((bucket) => bucket.key).join('\n')
@@ -121,19 +116,13 @@ export class RedisStore implements Store {
   readonly prefix: string
   readonly failMode: FailMode
   private readonly client: RedisClientLike
-  private readonly consumeCommand: ScriptCall
   private readonly heartbeatCommand: ScriptCall
-  private readonly cluster: boolean
   private readonly timeoutMs: number
   private readonly fallbackHeadroom: number
-  private readonly breakerThreshold: number
-  private readonly probeIntervalMs: number
   private readonly denyCacheSize: number
-  private readonly maxBatch: number
   private readonly neverFullTtlMs: number
   private readonly logIntervalMs: number
   private readonly connectWaitMs: number
-  private readonly testClock: (() => number) | undefined
   private readonly now: () => number
   private readonly replicaId = randomUUID()
   private readonly heartbeatIntervalMs: number
@@ -141,15 +130,12 @@ export class RedisStore implements Store {
   private logger: StoreLogger = silent
   private readonly lastLogged = new Map<string, { atMs: number, suppressed: number }>()
 
-  private queue: Pending[] = []
-  private flushScheduled = false
-  private readonly flushNow = (): void => { this.flush() }
+  private readonly script: ScriptCallOptions
+  private readonly batcher: MicroBatcher
+  private readonly breaker: CircuitBreaker
 
   /** Live replicas, from the heartbeat. */
   liveReplicas: number
-  private breaker: 'closed' | 'open' | 'probing' = 'closed'
-  private consecutiveFailures = 0
-  private probeAtMs = 0
   private readonly fallback: MemoryStore
   private readonly denials = new Map<string, Denial>()
 
@@ -170,28 +156,41 @@ export class RedisStore implements Store {
       expected(fail, 'redisStore.failMode', "'open', 'closed' or 'local'", failMode)
     }
     this.failMode = failMode
-    this.timeoutMs = checkNumber(fail, 'redisStore.timeoutMs', given.timeoutMs ?? 50, 1)
+    this.timeoutMs = checkTimer(fail, 'redisStore.timeoutMs', given.timeoutMs ?? 50, 1)
     this.fallbackHeadroom = checkNumber(fail, 'redisStore.fallbackHeadroom', given.fallbackHeadroom ?? 0.2, 0)
     this.liveReplicas = checkInteger(fail, 'redisStore.replicas', given.replicas ?? 1, 1)
-    this.heartbeatIntervalMs = checkInteger(fail, 'redisStore.heartbeatIntervalMs', given.heartbeatIntervalMs ?? 2000, 0)
-    this.breakerThreshold = checkInteger(fail, 'redisStore.breakerThreshold', given.breakerThreshold ?? 3, 1)
-    this.probeIntervalMs = checkNumber(fail, 'redisStore.probeIntervalMs', given.probeIntervalMs ?? 1000, 1)
+    this.heartbeatIntervalMs = checkTimer(fail, 'redisStore.heartbeatIntervalMs', given.heartbeatIntervalMs ?? 2000, 0, true)
+    const breakerThreshold = checkInteger(fail, 'redisStore.breakerThreshold', given.breakerThreshold ?? 3, 1)
+    const probeIntervalMs = checkTimer(fail, 'redisStore.probeIntervalMs', given.probeIntervalMs ?? 1000, 1)
     this.denyCacheSize = checkInteger(fail, 'redisStore.denyCacheSize', given.denyCacheSize ?? 10_000, 0)
-    this.maxBatch = checkInteger(fail, 'redisStore.maxBatch', given.maxBatch ?? 500, 1)
+    const maxBatch = checkInteger(fail, 'redisStore.maxBatch', given.maxBatch ?? 500, 1, MAX_BATCH)
     this.neverFullTtlMs = checkInteger(fail, 'redisStore.neverFullTtlMs', given.neverFullTtlMs ?? 86_400_000, 1)
     this.logIntervalMs = checkNumber(fail, 'redisStore.logIntervalMs', given.logIntervalMs ?? 10_000, 0)
-    this.connectWaitMs = checkNumber(fail, 'redisStore.connectWaitMs', given.connectWaitMs ?? 3000, 0)
-    this.testClock = given.clock === undefined ? undefined : checkFunction<() => number>(fail, 'redisStore.clock', given.clock)
-    this.now = this.testClock ?? ((): number => performance.now())
+    this.connectWaitMs = checkTimer(fail, 'redisStore.connectWaitMs', given.connectWaitMs ?? 3000, 0)
+    const testClock = given.clock === undefined ? undefined : checkFunction<() => number>(fail, 'redisStore.clock', given.clock)
+    this.now = testClock ?? ((): number => performance.now())
     this.fallback = new MemoryStore({ clock: this.now })
+    this.breaker = new CircuitBreaker(breakerThreshold, probeIntervalMs)
 
-    this.cluster = Array.isArray(this.client.slots)
+    const cluster = Array.isArray(this.client.slots)
     this.client.defineCommand(CONSUME_COMMAND, { lua: CONSUME_SCRIPT })
     this.client.defineCommand(CONSUME_CLUSTER_COMMAND, { lua: CONSUME_SCRIPT_CLUSTER })
     this.client.defineCommand(HEARTBEAT_COMMAND, { lua: HEARTBEAT_SCRIPT, numberOfKeys: 1 })
     const commands = this.client as unknown as Record<string, ScriptCall>
-    this.consumeCommand = commands[this.cluster ? CONSUME_CLUSTER_COMMAND : CONSUME_COMMAND] as ScriptCall
     this.heartbeatCommand = commands[HEARTBEAT_COMMAND] as ScriptCall
+    this.script = {
+      client: this.client,
+      command: commands[cluster ? CONSUME_CLUSTER_COMMAND : CONSUME_COMMAND] as ScriptCall,
+      cluster,
+      prefix,
+      neverFullTtlMs: this.neverFullTtlMs,
+      clock: testClock
+    }
+    this.batcher = new MicroBatcher({
+      maxBatch,
+      nodeOf: cluster ? (buckets) => this.nodeOf(buckets) : undefined,
+      send: (batch) => { this.send(batch) }
+    })
 
     if (this.heartbeatIntervalMs > 0) {
       void this.heartbeat()
@@ -230,8 +229,8 @@ export class RedisStore implements Store {
   }
 
   /** The breaker's state: `'closed'` (Redis in use), `'open'` (failing over), `'probing'`. */
-  get state (): 'closed' | 'open' | 'probing' {
-    return this.breaker
+  get state (): BreakerState {
+    return this.breaker.state
   }
 
   consume (buckets: readonly BucketRequest[]): StoreDecision | Promise<StoreDecision> {
@@ -240,24 +239,15 @@ export class RedisStore implements Store {
       const denial = this.cachedDenial(buckets, nowMs)
       if (denial !== undefined) return denial
     }
-    if (this.breaker !== 'closed') {
-      if (this.breaker === 'probing' || nowMs < this.probeAtMs) return this.degrade(buckets)
-      this.breaker = 'probing' // this request's batch is the probe
-    }
-    return new Promise<StoreDecision>((resolve, reject) => {
-      this.queue.push({ buckets, resolve, reject })
-      if (!this.flushScheduled) {
-        this.flushScheduled = true
-        setImmediate(this.flushNow)
-      }
-    })
+    if (!this.breaker.allows(nowMs)) return this.degrade(buckets)
+    return this.batcher.add(buckets)
   }
 
   async close (): Promise<void> {
     if (this.heartbeatTimer !== undefined) clearInterval(this.heartbeatTimer)
     this.heartbeatTimer = undefined
     if (this.heartbeatIntervalMs > 0) {
-      await this.withTimeout(this.heartbeatCommand.call(this.client, this.key(REPLICAS_KEY), this.replicaId, 3 * this.heartbeatIntervalMs, '1'))
+      await withTimeout(this.heartbeatCommand.call(this.client, this.key(REPLICAS_KEY), this.replicaId, 3 * this.heartbeatIntervalMs, '1'), this.timeoutMs)
         .catch(() => {})
     }
     this.fallback.close()
@@ -268,58 +258,20 @@ export class RedisStore implements Store {
     return this.prefix + key
   }
 
-  /** Sends the queued decisions: one script call per node, at most `maxBatch` decisions each. */
-  private flush (): void {
-    this.flushScheduled = false
-    const queue = this.queue
-    this.queue = []
-    for (const group of this.cluster ? this.byNode(queue) : [queue]) {
-      for (let start = 0; start < group.length; start += this.maxBatch) this.send(group.slice(start, start + this.maxBatch))
-    }
+  /** Cluster: the node serving a decision's slot (the slot itself while the slots are unknown). */
+  private nodeOf (buckets: readonly BucketRequest[]): string {
+    const slot = clusterSlot((buckets[0] as BucketRequest).key)
+    return this.client.slots?.[slot]?.[0] ?? `slot:${slot}`
   }
 
-  /** Cluster: the queued decisions grouped by the node serving their slot (by slot while the slots are unknown). */
-  private byNode (queue: Pending[]): Iterable<Pending[]> {
-    const groups = new Map<string, Pending[]>()
-    for (const pending of queue) {
-      const slot = clusterSlot((pending.buckets[0] as BucketRequest).key)
-      const node = this.client.slots?.[slot]?.[0] ?? `slot:${slot}`
-      const group = groups.get(node)
-      if (group === undefined) groups.set(node, [pending])
-      else group.push(pending)
-    }
-    return groups.values()
-  }
-
+  /** Settles `batch` with the script's answer, or by `failMode` when Redis did not answer within `timeoutMs`. */
   private send (batch: Pending[]): void {
-    const keys: string[] = []
-    const args: Array<string | number> = []
-    // Each distinct policy is sent once; a bucket refers to it by number.
-    const policyNumbers = new Map<BucketPolicy, number>()
-    const policies: number[] = []
-    for (const { buckets } of batch) {
-      args.push(buckets.length)
-      for (const bucket of buckets) {
-        keys.push(this.key(bucket.key))
-        let number = policyNumbers.get(bucket.policy)
-        if (number === undefined) {
-          number = policyNumbers.size + 1
-          policyNumbers.set(bucket.policy, number)
-          policies.push(bucket.policy.capacity, bucket.policy.refillPerSecond)
+    withTimeout(callScript(this.script, batch), this.timeoutMs)
+      .then((decisions) => {
+        if (this.breaker.succeeded()) {
+          this.lastLogged.clear()
+          this.logger.info({ store: 'redis' }, 'fastify-tollgate: Redis answers again; shared quotas restored')
         }
-        args.push(number, bucket.cost)
-      }
-    }
-    const now = this.testClock === undefined ? '' : this.testClock()
-    const fixedTtl = this.testClock === undefined ? '0' : '1'
-    const head = [now, this.neverFullTtlMs, fixedTtl, batch.length]
-    const call = this.cluster
-      ? this.consumeCommand.call(this.client, 1, keys[0] as string, ...head, keys.length, policyNumbers.size, ...policies, ...args, ...keys)
-      : this.consumeCommand.call(this.client, keys.length, ...keys, ...head, 0, policyNumbers.size, ...policies, ...args)
-    this.withTimeout(call)
-      .then((reply) => {
-        const decisions = this.parse(reply, batch)
-        this.succeeded()
         const nowMs = this.now()
         batch.forEach((pending, i) => {
           const decision = decisions[i] as StoreDecision
@@ -328,7 +280,9 @@ export class RedisStore implements Store {
         })
       })
       .catch((error: unknown) => {
-        this.failed(error)
+        this.breaker.failed(this.now())
+        this.log('error', 'redis-failed', { err: error, failMode: this.failMode, breaker: this.breaker.state },
+          'fastify-tollgate: Redis call failed; deciding by failMode')
         for (const pending of batch) {
           try {
             pending.resolve(this.degrade(pending.buckets))
@@ -337,48 +291,6 @@ export class RedisStore implements Store {
           }
         }
       })
-  }
-
-  private parse (reply: unknown, batch: Pending[]): StoreDecision[] {
-    const values = reply as unknown[]
-    let at = 0
-    return batch.map(({ buckets }) => {
-      const allowed = values[at] === '1'
-      const retryAfterMs = parseNumber(values[at + 1])
-      const tokens = buckets.map((_bucket, i) => parseNumber(values[at + 2 + i]))
-      at += 2 + buckets.length
-      return { allowed, tokens, retryAfterMs }
-    })
-  }
-
-  /** Rejects `call` when it takes longer than `timeoutMs`. */
-  private withTimeout<T> (call: Promise<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => { reject(new Error(`fastify-tollgate: Redis did not answer within ${this.timeoutMs} ms`)) }, this.timeoutMs)
-      call.then(
-        (value) => { clearTimeout(timer); resolve(value) },
-        (error: Error) => { clearTimeout(timer); reject(error) }
-      )
-    })
-  }
-
-  private succeeded (): void {
-    this.consecutiveFailures = 0
-    if (this.breaker !== 'closed') {
-      this.breaker = 'closed'
-      this.lastLogged.clear()
-      this.logger.info({ store: 'redis' }, 'fastify-tollgate: Redis answers again; shared quotas restored')
-    }
-  }
-
-  private failed (error: unknown): void {
-    this.consecutiveFailures++
-    if (this.breaker === 'probing' || (this.breaker === 'closed' && this.consecutiveFailures >= this.breakerThreshold)) {
-      this.breaker = 'open'
-      this.probeAtMs = this.now() + this.probeIntervalMs
-    }
-    this.log('error', 'redis-failed', { err: error, failMode: this.failMode, breaker: this.breaker },
-      'fastify-tollgate: Redis call failed; deciding by failMode')
   }
 
   /** The decision when Redis cannot be used, by `failMode`. Throws for `'closed'`. */
@@ -435,7 +347,7 @@ export class RedisStore implements Store {
   }
 
   private async heartbeat (): Promise<void> {
-    await this.withTimeout(this.heartbeatCommand.call(this.client, this.key(REPLICAS_KEY), this.replicaId, 3 * this.heartbeatIntervalMs, '0'))
+    await withTimeout(this.heartbeatCommand.call(this.client, this.key(REPLICAS_KEY), this.replicaId, 3 * this.heartbeatIntervalMs, '0'), this.timeoutMs)
       .then((count) => { this.liveReplicas = Math.max(1, parseNumber(count)) })
       .catch((error: unknown) => {
         this.log('warn', 'heartbeat-failed', { err: error }, 'fastify-tollgate: Redis heartbeat failed; keeping the last replica count')
