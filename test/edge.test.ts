@@ -59,6 +59,17 @@ t.test('with trustProxy, the address Fastify resolves from X-Forwarded-For is th
   await app.close()
 })
 
+t.test('a forwarded address with a port (Azure Application Gateway) keys by the address, not the connection', async (t) => {
+  const { app } = await buildApp({ edge: { capacity: 1, refillPerSecond: 0 } }, { trustProxy: '10.0.0.0/8' })
+  app.get('/', async () => 'ok')
+  const from = (client: string) => app.inject({ url: '/', remoteAddress: '10.0.0.9', headers: { 'x-forwarded-for': client } })
+  t.same([(await from('203.0.113.7:40001')).statusCode, (await from('203.0.113.7:40002')).statusCode], [200, 429], 'one IPv4 bucket, whatever the port')
+  t.equal((await from('203.0.113.7')).statusCode, 429, 'and it is the bucket of the bare address')
+  t.same([(await from('[2001:db8:1:2::1]:443')).statusCode, (await from('[2001:db8:1:2::9]:444')).statusCode], [200, 429], 'bracketed IPv6 with a port: grouped by /64')
+  t.equal((await from('2001:db8:1:2::443')).statusCode, 429, 'a bare IPv6 keeps its last group (no port cut), and is in the same /64')
+  await app.close()
+})
+
 t.test('IPv6 is grouped by /64 by default, and the prefix is configurable', async (t) => {
   const { app } = await buildApp({ edge: { capacity: 1, refillPerSecond: 0 } })
   app.get('/', async () => 'ok')
