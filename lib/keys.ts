@@ -6,7 +6,7 @@
  * shares the `{…}` hash tag (one Redis Cluster slot), and the kinds keep key
  * spaces apart: a user whose id is an IP string never shares an anonymous bucket.
  */
-import { createHash } from 'node:crypto'
+import { createHash, createHmac } from 'node:crypto'
 import { isIPv4, isIPv6 } from 'node:net'
 
 /** Longest identity kept verbatim; longer ones are hashed. */
@@ -22,6 +22,31 @@ const SAFE_IDENTITY = /^[\w.:@/+=-]+$/
 export function boundIdentity (identity: string): string {
   if (identity.length <= MAX_IDENTITY_LENGTH && SAFE_IDENTITY.test(identity)) return identity
   return '~' + createHash('sha256').update(identity).digest('base64url')
+}
+
+/** `edge.key` values up to this length have their digest cached; longer ones are digested each time. */
+const MAX_CACHED_KEY_LENGTH = 256
+/** Digests cached per registration; the cache is emptied when it is full. */
+const MAX_CACHED_DIGESTS = 10_000
+
+/**
+ * Hides `edge.key` values (API keys) before they become part of a store key or
+ * a log line: HMAC-SHA256 with `secret`, else plain SHA-256 (base64url, 43
+ * characters). An HMAC costs about 10 µs, so the digests of short values are
+ * cached (up to 10 000, then the cache starts over).
+ */
+export function keyDigest (secret: string | undefined): (value: string) => string {
+  const cache = new Map<string, string>()
+  const digest = (value: string): string => (secret === undefined ? createHash('sha256') : createHmac('sha256', secret)).update(value).digest('base64url')
+  return (value) => {
+    if (value.length > MAX_CACHED_KEY_LENGTH) return digest(value)
+    let cached = cache.get(value)
+    if (cached === undefined) {
+      if (cache.size >= MAX_CACHED_DIGESTS) cache.clear()
+      cache.set(value, cached = digest(value))
+    }
+    return cached
+  }
 }
 
 /** The key of bucket `bucket` for identity `identity` of kind `kind` (`ip`, `key`, `user`…). */

@@ -7,6 +7,7 @@ import type { FastifyRequest, RouteOptions } from 'fastify'
 import type { BucketPolicy } from './bucket.js'
 import { InvalidRouteConfigError } from './errors.js'
 import { namedPolicy, type HeaderStyle, type NamedPolicy } from './headers.js'
+import { keyDigest } from './keys.js'
 import type { Store } from './store.js'
 import { WARNING_CODES, type WarningCode } from './warnings.js'
 import { MemoryStore } from './stores/memory.js'
@@ -28,11 +29,22 @@ export type TierPolicies = { default: BucketPolicy } & Record<string, BucketPoli
 
 export interface EdgeOptions extends BucketPolicy {
   /**
-   * The client's identity at the edge, e.g. an API-key header. Default: the client
-   * IP as Fastify resolves it (`trustProxy` respected). Returning `undefined` or an
-   * empty string falls back to the client IP.
+   * The client's identity at the edge, e.g. an API-key header:
+   * `(request) => request.headers['x-api-key']`. A non-empty string or a finite
+   * number keys the bucket; anything else (`undefined`, `''`, the array of a
+   * repeated header) or a throw falls back to the client IP. Default: the client
+   * IP as Fastify resolves it (`trustProxy` respected). Values are stored and
+   * logged only as digests (see `keySecret`).
    */
-  key?: ((request: FastifyRequest) => string | undefined) | undefined
+  key?: ((request: FastifyRequest) => unknown) | undefined
+  /**
+   * The secret of the HMAC-SHA256 that hides `key` values in store keys and logs:
+   * a string of at least 16 characters, the same on every replica that shares a
+   * store (changing it gives every key a fresh bucket). Default: none, and values
+   * are hashed with plain SHA-256: never kept in clear, but whoever holds a store
+   * dump or the logs can check a guessed key against them.
+   */
+  keySecret?: string | undefined
   /** IPv6 clients are grouped by this prefix length, in bits (1–128). Default 64. */
   ipv6Subnet?: number | undefined
 }
@@ -117,7 +129,9 @@ declare module 'fastify' {
 
 export interface EdgeSettings {
   bucket: NamedPolicy
-  key: ((request: FastifyRequest) => string | undefined) | undefined
+  key: ((request: FastifyRequest) => unknown) | undefined
+  /** `key` values → their digest (HMAC-SHA256 with `keySecret`, else SHA-256). */
+  keyDigest: (value: string) => string
   ipv6Subnet: number
 }
 
@@ -190,12 +204,22 @@ function checkEdge (value: unknown, quotaShare: number): EdgeSettings | undefine
   if (value === undefined || value === false) return undefined
   const fail = failOption
   const edge = checkObject(fail, 'edge', value)
-  const policy = checkPolicy(fail, 'edge', edge, ['key', 'ipv6Subnet'])
+  const policy = checkPolicy(fail, 'edge', edge, ['key', 'keySecret', 'ipv6Subnet'])
   return {
     bucket: namedPolicy('edge', share(fail, 'edge', policy, quotaShare)),
     key: edge.key === undefined ? undefined : checkFunction(fail, 'edge.key', edge.key),
+    keyDigest: keyDigest(edge.keySecret === undefined ? undefined : checkKeySecret(edge.keySecret)),
     ipv6Subnet: edge.ipv6Subnet === undefined ? 64 : checkIpv6Subnet(edge.ipv6Subnet)
   }
+}
+
+/** At least 16 characters; the error never shows the value, which is a secret. */
+function checkKeySecret (value: unknown): string {
+  if (typeof value !== 'string' || value.length < 16) {
+    const given = typeof value === 'string' ? `${value.length} characters` : `a value of type ${value === null ? 'null' : typeof value}`
+    failOption(`Expected \`edge.keySecret\` to be a string of at least 16 characters, got ${given} (not shown: it is a secret)`)
+  }
+  return value
 }
 
 function checkIpv6Subnet (value: unknown): number {

@@ -21,6 +21,10 @@ const options: TollgateOptions = {
   onLimit: (_request, decision: LimitDecision) => { void decision.retryAfterMs }
 }
 void app.register(tollgate, options)
+// edge.key takes what a header gives (string | string[] | undefined); keySecret is a string.
+void app.register(tollgate, { edge: { capacity: 10, refillPerSecond: 1, key: (request) => request.headers['x-api-key'], keySecret: 'at-least-16-characters' } })
+// @ts-expect-error: keySecret is a string
+void app.register(tollgate, { edge: { capacity: 10, refillPerSecond: 1, keySecret: 42 } })
 void app.register(tollgate, { edge: { capacity: 1, refillPerSecond: 0 }, app: false })
 
 // An optional option may be given as `undefined` (exactOptionalPropertyTypes): it means the default.
