@@ -73,7 +73,6 @@ function costOf (request: FastifyRequest, route: RouteSettings, capacity: number
 type Hook = (request: FastifyRequest, reply: FastifyReply, done: Done) => void
 
 export function createAppHook (settings: Settings, app: AppSettings, route: RouteSettings, ipv6Subnet: number, warnings: Warnings): Hook {
-  const routeBucket = `route:${route.route}`
   const checkForwarded = settings.edge === undefined // else the edge hook checks
   return function tollgateApp (request, reply, done) {
     if (checkForwarded) warnings.checkForwarded(request)
@@ -89,7 +88,7 @@ export function createAppHook (settings: Settings, app: AppSettings, route: Rout
     const named: NamedPolicy[] = [main]
     if (route.quota !== undefined) {
       const own = (route.quota[who.tier] ?? route.quota.default) as NamedPolicy
-      buckets.push({ key: bucketKey(who.kind, who.id, routeBucket), policy: own.policy, cost: 1 })
+      buckets.push({ key: bucketKey(who.kind, who.id, route.bucket), policy: own.policy, cost: 1 })
       named.push(own)
     }
     runStep(settings, request, reply, { layer: 'app', buckets, named, tier: who.tier }, done)

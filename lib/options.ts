@@ -158,8 +158,10 @@ export interface Settings {
 }
 
 export interface RouteSettings {
-  /** `POST /export`: names the route in keys, logs and errors. */
+  /** `POST /export`: names the route in logs and errors. */
   route: string
+  /** `route:POST /export`: the name of the route's own bucket (HEAD counts as GET). */
+  bucket: string
   cost: RouteCost
   /** Tier name → the route's own policy named `route`; `undefined` without a route quota. */
   quota: Record<string, NamedPolicy> | undefined
@@ -285,21 +287,34 @@ export function routeName (routeOptions: Pick<RouteOptions, 'method' | 'url'>): 
 }
 
 /**
+ * `route:GET /report`, the name of a route's own bucket. HEAD counts as GET:
+ * Fastify answers HEAD with the GET handler, so `HEAD /report` spends the
+ * quota of `GET /report`, and `GET,HEAD /items` is `route:GET /items`.
+ */
+export function routeBucket (routeOptions: Pick<RouteOptions, 'method' | 'url'>): string {
+  const methods = Array.isArray(routeOptions.method) ? routeOptions.method : [routeOptions.method]
+  const asGet = new Set(methods.map((method) => method === 'HEAD' ? 'GET' : method))
+  return `route:${[...asGet].join(',')} ${routeOptions.url}`
+}
+
+/**
  * Validates a route's `config.rateLimit` (throws `TOLLGATE_INVALID_ROUTE_CONFIG`).
  * Returns `false` for an exempt route. A numeric cost is checked against every
  * tier it can run under, since a cost above a capacity could never pass.
  */
-export function checkRouteConfig (route: string, value: unknown, app: AppSettings | undefined): RouteSettings | false {
+export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'url'>, value: unknown, app: AppSettings | undefined): RouteSettings | false {
+  const route = routeName(routeOptions)
+  const bucket = routeBucket(routeOptions)
   const fail: Fail = (problem) => { throw new InvalidRouteConfigError(route, problem) }
   if (value === false) return false
-  if (value === undefined) return { route, cost: 1, quota: undefined }
+  if (value === undefined) return { route, bucket, cost: 1, quota: undefined }
   const config = checkObject(fail, 'rateLimit', value)
   checkKnownKeys(fail, 'rateLimit', config, ['cost', 'quota'])
   if (app === undefined) {
     if (config.cost !== undefined || config.quota !== undefined) {
       fail('`rateLimit.cost` and `rateLimit.quota` need the app layer, which is disabled (set the `app` option)')
     }
-    return { route, cost: 1, quota: undefined }
+    return { route, bucket, cost: 1, quota: undefined }
   }
   const cost = config.cost ?? 1
   if (typeof cost === 'number') {
@@ -322,5 +337,5 @@ export function checkRouteConfig (route: string, value: unknown, app: AppSetting
       }
     }
   }
-  return { route, cost: cost as RouteCost, quota }
+  return { route, bucket, cost: cost as RouteCost, quota }
 }

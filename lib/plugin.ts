@@ -9,7 +9,7 @@ import { report, type Step } from './decide.js'
 import { createEdgeHook } from './edge.js'
 import { namedPolicy } from './headers.js'
 import { bucketKey } from './keys.js'
-import { checkOptions, checkRouteConfig, routeName, share, type LimitDecision, type Settings, type TollgateOptions } from './options.js'
+import { checkOptions, checkRouteConfig, share, type LimitDecision, type Settings, type TollgateOptions } from './options.js'
 import { checkNumber, checkPolicy, expected, failOption } from './validate.js'
 import { claimStore, trustProxyOption, Warnings } from './warnings.js'
 import type { BucketPolicy } from './bucket.js'
@@ -63,9 +63,8 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
   fastify.decorate('tollgate', decorator(settings))
   if (edge !== undefined) fastify.addHook('onRequest', createEdgeHook(settings, edge, warnings))
   fastify.addHook('onRoute', (routeOptions) => {
-    const route = routeName(routeOptions)
     try {
-      const routeSettings = checkRouteConfig(route, routeOptions.config?.rateLimit, app)
+      const routeSettings = checkRouteConfig(routeOptions, routeOptions.config?.rateLimit, app)
       if (routeSettings !== false && app !== undefined) {
         attachAppHook(routeOptions, app, createAppHook(settings, app, routeSettings, ipv6Subnet, warnings))
       }

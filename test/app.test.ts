@@ -223,6 +223,22 @@ t.test('the app hook is appended to an array of route hooks, and HEAD routes are
   await app.close()
 })
 
+t.test("HEAD shares the GET route's quota: the handler runs no more often than the quota allows", async (t) => {
+  let runs = 0
+  const { app, sign, auth } = await tiersApp({}, (app) => {
+    app.get('/report', { config: { rateLimit: { quota: { default: { capacity: 2, refillPerSecond: 0 } } } } }, async () => { runs++; return 'report' })
+    app.route({ method: ['GET', 'HEAD', 'POST'], url: '/items', config: { rateLimit: { quota: { default: { capacity: 2, refillPerSecond: 0 } } } }, handler: async () => 'items' })
+  })
+  const headers = auth(sign({ sub: 'alice' }))
+  const codes = async (method: 'GET' | 'HEAD' | 'POST', url: string, n: number) => statuses(app, n, { method, url, headers })
+  t.same([...await codes('GET', '/report', 2), ...await codes('HEAD', '/report', 2)], [200, 200, 429, 429], 'GET 200, 200, then HEAD 429')
+  t.equal(runs, 2, 'the handler ran twice')
+  const bob = auth(sign({ sub: 'bob' }))
+  t.same([(await app.inject({ method: 'HEAD', url: '/report', headers: bob })).statusCode, ...await statuses(app, 2, { url: '/report', headers: bob })], [200, 200, 429], 'HEAD first, then GET')
+  t.same([...await codes('HEAD', '/items', 1), ...await codes('GET', '/items', 1), ...await codes('POST', '/items', 1)], [200, 200, 429], 'one route with HEAD among its methods: one quota')
+  await app.close()
+})
+
 t.test('routes in encapsulated plugins get the app layer too', async (t) => {
   const { app } = await buildApp({ app: { tiers: { default: { capacity: 1, refillPerSecond: 0 } } } })
   await app.register(async (child) => {
