@@ -10,7 +10,8 @@ import { runStep, type Done } from './decide.js'
 import { InvalidCostError } from './errors.js'
 import type { NamedPolicy } from './headers.js'
 import { bucketKey, clientAddress } from './keys.js'
-import type { AppSettings, Identity, RouteSettings, Settings } from './options.js'
+import { shareCost, type AppSettings, type Identity, type RouteSettings, type Settings } from './options.js'
+import type { BucketPolicy } from './bucket.js'
 import type { BucketRequest } from './store.js'
 import { describe } from './validate.js'
 import type { Warnings } from './warnings.js'
@@ -79,12 +80,14 @@ export function createAppHook (settings: Settings, app: AppSettings, route: Rout
     const who = requester(request, app, ipv6Subnet)
     if (warnings.anonymousLeft > 0) warnings.sawRequester(who.kind === 'ip')
     const main = app.tiers[who.tier] as NamedPolicy
-    const cost = costOf(request, route, main.policy.capacity, who.tier)
+    const wholeCapacity = (app.wholeTiers[who.tier] as BucketPolicy).capacity
+    const cost = costOf(request, route, wholeCapacity, who.tier)
     if (cost instanceof Error) {
       done(cost)
       return
     }
-    const buckets: BucketRequest[] = [{ key: bucketKey(who.kind, who.id, 'app'), policy: main.policy, cost }]
+    const mainCost = shareCost(cost, main.policy.capacity, wholeCapacity)
+    const buckets: BucketRequest[] = [{ key: bucketKey(who.kind, who.id, 'app'), policy: main.policy, cost: mainCost }]
     const named: NamedPolicy[] = [main]
     if (route.quota !== undefined) {
       const own = (route.quota[who.tier] ?? route.quota.default) as NamedPolicy

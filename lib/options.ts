@@ -136,8 +136,10 @@ export interface EdgeSettings {
 }
 
 export interface AppSettings {
-  /** Tier name → policy named `app` (prototype-less). */
+  /** Tier name → policy named `app`, this process's share of the quota (prototype-less). */
   tiers: Record<string, NamedPolicy>
+  /** Tier name → policy as configured, before the store's quota share: costs are checked against it (prototype-less). */
+  wholeTiers: Record<string, BucketPolicy>
   /** The tier of requests with no verified identity: `anonymous` when configured, else `default`. */
   anonymousTier: string
   identify: ((request: FastifyRequest) => Identity | undefined) | undefined
@@ -180,8 +182,18 @@ export function share (fail: Fail, path: string, policy: BucketPolicy, quotaShar
   return Object.freeze({ capacity, refillPerSecond: policy.refillPerSecond * quotaShare })
 }
 
-function namedTiers (fail: Fail, path: string, value: unknown, name: string, quotaShare: number): Record<string, NamedPolicy> {
-  const tiers = checkTiers(fail, path, value)
+/**
+ * The tokens a request of `cost` takes from `capacity`, this process's share of a
+ * quota of `wholeCapacity`: a cost the whole quota admits but the share cannot
+ * takes the whole share (as the Redis store's local fallback does), so that
+ * heavy requests stay possible under `memoryStore({ replicas })`.
+ */
+export function shareCost (cost: number, capacity: number, wholeCapacity: number): number {
+  return cost > capacity && cost <= wholeCapacity ? capacity : cost
+}
+
+/** Checked tiers (see `checkTiers`) as policies named `name`, scaled by the quota share. */
+function namedTiers (fail: Fail, path: string, tiers: Record<string, BucketPolicy>, name: string, quotaShare: number): Record<string, NamedPolicy> {
   const named = Object.create(null) as Record<string, NamedPolicy>
   for (const tier of Object.keys(tiers)) {
     named[tier] = namedPolicy(name, share(fail, `${path}.${tier}`, tiers[tier] as BucketPolicy, quotaShare))
@@ -235,11 +247,13 @@ function checkApp (value: unknown, quotaShare: number): AppSettings | undefined 
   const fail = failOption
   const app = checkObject(fail, 'app', value)
   checkKnownKeys(fail, 'app', app, ['tiers', 'identify', 'hook'])
-  const tiers = namedTiers(fail, 'app.tiers', app.tiers, 'app', quotaShare)
+  const wholeTiers = checkTiers(fail, 'app.tiers', app.tiers)
+  const tiers = namedTiers(fail, 'app.tiers', wholeTiers, 'app', quotaShare)
   const hook = app.hook ?? 'preHandler'
   if (!HOOKS.includes(hook as AppHookName)) expected(fail, 'app.hook', HOOKS.map((h) => `'${h}'`).join(', or '), hook)
   return {
     tiers,
+    wholeTiers,
     anonymousTier: 'anonymous' in tiers ? 'anonymous' : 'default',
     identify: app.identify === undefined ? undefined : checkFunction(fail, 'app.identify', app.identify),
     hook: hook as AppHookName,
@@ -299,8 +313,9 @@ export function routeBucket (routeOptions: Pick<RouteOptions, 'method' | 'url'>)
 
 /**
  * Validates a route's `config.rateLimit` (throws `TOLLGATE_INVALID_ROUTE_CONFIG`).
- * Returns `false` for an exempt route. A numeric cost is checked against every
- * tier it can run under, since a cost above a capacity could never pass.
+ * Returns `false` for an exempt route. A numeric cost is checked against the
+ * capacity of every tier it can run under (the whole quota, not this process's
+ * share), since a cost above it could never pass.
  */
 export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'url'>, value: unknown, app: AppSettings | undefined): RouteSettings | false {
   const route = routeName(routeOptions)
@@ -320,7 +335,7 @@ export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'u
   if (typeof cost === 'number') {
     checkNumber(fail, 'rateLimit.cost', cost, 0)
     for (const tier of Object.keys(app.tiers)) {
-      const capacity = (app.tiers[tier] as NamedPolicy).policy.capacity
+      const capacity = (app.wholeTiers[tier] as BucketPolicy).capacity
       if (cost > capacity) {
         fail(`Expected \`rateLimit.cost\` to be at most the capacity of every tier, got \`${cost}\` above tier \`${tier}\`'s capacity ${capacity}: it could never pass`)
       }
@@ -330,7 +345,7 @@ export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'u
   }
   let quota: Record<string, NamedPolicy> | undefined
   if (config.quota !== undefined) {
-    quota = namedTiers(fail, 'rateLimit.quota', config.quota, 'route', app.quotaShare)
+    quota = namedTiers(fail, 'rateLimit.quota', checkTiers(fail, 'rateLimit.quota', config.quota), 'route', app.quotaShare)
     for (const tier of Object.keys(quota)) {
       if (!(tier in app.tiers)) {
         fail(`Expected \`rateLimit.quota\` to name only tiers of \`app.tiers\` (${Object.keys(app.tiers).join(', ')}), got ${describe(tier)}`)

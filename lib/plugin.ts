@@ -9,7 +9,7 @@ import { report, type Step } from './decide.js'
 import { createEdgeHook } from './edge.js'
 import { namedPolicy } from './headers.js'
 import { bucketKey } from './keys.js'
-import { checkOptions, checkRouteConfig, share, type LimitDecision, type Settings, type TollgateOptions } from './options.js'
+import { checkOptions, checkRouteConfig, share, shareCost, type LimitDecision, type Settings, type TollgateOptions } from './options.js'
 import { checkNumber, checkPolicy, expected, failOption } from './validate.js'
 import { claimStore, trustProxyOption, Warnings } from './warnings.js'
 import type { BucketPolicy } from './bucket.js'
@@ -35,11 +35,12 @@ function decorator (settings: Settings): TollgateDecorator {
   return {
     async consume (key, policy, cost = 1) {
       if (typeof key !== 'string' || key === '') expected(failOption, 'key', 'a non-empty string', key)
-      const scaled = share(failOption, 'policy', checkPolicy(failOption, 'policy', policy), quotaShare)
+      const whole = checkPolicy(failOption, 'policy', policy)
+      const scaled = share(failOption, 'policy', whole, quotaShare)
       checkNumber(failOption, 'cost', cost, 0)
       const step: Step = {
         layer: 'manual',
-        buckets: [{ key: bucketKey('manual', key, 'manual'), policy: scaled, cost }],
+        buckets: [{ key: bucketKey('manual', key, 'manual'), policy: scaled, cost: shareCost(cost, scaled.capacity, whole.capacity) }],
         named: [namedPolicy('manual', scaled)],
         tier: undefined
       }
