@@ -230,7 +230,7 @@ function checkEdge (value: unknown, quotaShare: number): EdgeSettings | undefine
 /** At least 16 characters; the error never shows the value, which is a secret. */
 function checkKeySecret (value: unknown): string {
   if (typeof value !== 'string' || value.length < 16) {
-    const given = typeof value === 'string' ? `${value.length} characters` : `a value of type ${value === null ? 'null' : typeof value}`
+    const given = typeof value === 'string' ? `${value.length} characters` : `a value of type ${typeof value}`
     failOption(`Expected \`edge.keySecret\` to be a string of at least 16 characters, got ${given} (not shown: it is a secret)`)
   }
   return value

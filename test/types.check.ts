@@ -10,7 +10,7 @@ const app = Fastify()
 // Options are typed.
 const options: TollgateOptions = {
   store: memoryStore({ clock: () => Date.now(), maxKeys: 1000, replicas: 3 }),
-  edge: { capacity: 100, refillPerSecond: 50, key: (request) => request.headers['x-api-key'] as string | undefined, ipv6Subnet: 56 },
+  edge: { capacity: 100, refillPerSecond: 50, key: (request) => request.headers['x-api-key'], ipv6Subnet: 56 },
   app: {
     tiers: { default: { capacity: 20, refillPerSecond: 5 }, vip: { capacity: 200, refillPerSecond: 50 } },
     identify: (request: FastifyRequest) => ({ id: String(request.headers['x-user']), tier: 'vip' }),
