@@ -10,7 +10,8 @@ import { runStep, type Done } from './decide.js'
 import { InvalidCostError } from './errors.js'
 import type { NamedPolicy } from './headers.js'
 import { bucketKey, clientAddress } from './keys.js'
-import type { AppSettings, Identity, RouteSettings, Settings } from './options.js'
+import { checkRouteConfig, routeName, shareCost, type AppSettings, type Identity, type RouteSettings, type Settings } from './options.js'
+import type { BucketPolicy } from './bucket.js'
 import type { BucketRequest } from './store.js'
 import { describe } from './validate.js'
 import type { Warnings } from './warnings.js'
@@ -73,39 +74,91 @@ function costOf (request: FastifyRequest, route: RouteSettings, capacity: number
 type Hook = (request: FastifyRequest, reply: FastifyReply, done: Done) => void
 
 export function createAppHook (settings: Settings, app: AppSettings, route: RouteSettings, ipv6Subnet: number, warnings: Warnings): Hook {
-  const routeBucket = `route:${route.route}`
   const checkForwarded = settings.edge === undefined // else the edge hook checks
   return function tollgateApp (request, reply, done) {
     if (checkForwarded) warnings.checkForwarded(request)
     const who = requester(request, app, ipv6Subnet)
     if (warnings.anonymousLeft > 0) warnings.sawRequester(who.kind === 'ip')
     const main = app.tiers[who.tier] as NamedPolicy
-    const cost = costOf(request, route, main.policy.capacity, who.tier)
+    const wholeCapacity = (app.wholeTiers[who.tier] as BucketPolicy).capacity
+    const cost = costOf(request, route, wholeCapacity, who.tier)
     if (cost instanceof Error) {
       done(cost)
       return
     }
-    const buckets: BucketRequest[] = [{ key: bucketKey(who.kind, who.id, 'app'), policy: main.policy, cost }]
+    const mainCost = shareCost(cost, main.policy.capacity, wholeCapacity)
+    const buckets: BucketRequest[] = [{ key: bucketKey(who.kind, who.id, 'app'), policy: main.policy, cost: mainCost }]
     const named: NamedPolicy[] = [main]
     if (route.quota !== undefined) {
       const own = (route.quota[who.tier] ?? route.quota.default) as NamedPolicy
-      buckets.push({ key: bucketKey(who.kind, who.id, routeBucket), policy: own.policy, cost: 1 })
+      buckets.push({ key: bucketKey(who.kind, who.id, route.bucket), policy: own.policy, cost: 1 })
       named.push(own)
     }
     runStep(settings, request, reply, { layer: 'app', buckets, named, tier: who.tier }, done)
   }
 }
 
+/** `hook` in the signature of hooks of kind `name`: preParsing hooks take and pass on the payload stream. */
+export function hookOfKind (name: AppSettings['hook'], hook: Hook): Hook | PreParsingHook {
+  if (name !== 'preParsing') return hook
+  return function tollgateAppPreParsing (request, reply, payload, done) {
+    hook(request, reply, (error) => { done(error ?? null, payload) })
+  }
+}
+
+type PreParsingHook = (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (error: Error | null, payload?: unknown) => void) => void
+
 /** Appends `hook` to the route's own hooks of kind `app.hook`, so that it runs after them. */
 export function attachAppHook (routeOptions: RouteOptions, app: AppSettings, hook: Hook): void {
   const name = app.hook
-  // preParsing hooks take and pass on the payload stream.
-  const handler = name === 'preParsing'
-    ? function tollgateAppPreParsing (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (error: Error | null, payload?: unknown) => void) {
-      hook(request, reply, (error) => { done(error ?? null, payload) })
-    }
-    : hook
   const existing: unknown = routeOptions[name]
   const hooks: unknown[] = existing === undefined ? [] : Array.isArray(existing) ? existing as unknown[] : [existing]
-  ;(routeOptions as unknown as Record<string, unknown>)[name] = [...hooks, handler]
+  ;(routeOptions as unknown as Record<string, unknown>)[name] = [...hooks, hookOfKind(name, hook)]
+}
+
+/** Set in the config of every route `onRoute` showed the plugin. */
+const SEEN = Symbol('fastify-tollgate: route seen')
+
+/** Marks a route as seen in `onRoute` (on a copy of its config: a config object may be shared by routes). */
+export function markSeen (routeOptions: RouteOptions): void {
+  routeOptions.config = Object.assign({}, routeOptions.config, { [SEEN]: true })
+}
+
+/**
+ * The app layer for routes the plugin never saw in `onRoute`: declared before it
+ * was loaded (`register` not awaited, or a route or a plugin declared first).
+ * Added as a global hook, which Fastify also gives to routes declared earlier,
+ * in this context and in the child contexts created before (it builds a route's
+ * hooks at `ready`); it runs before the route's own hooks of its kind. At the first request to such a
+ * route it warns once (TOLLGATE_ROUTE_BEFORE_PLUGIN) and checks the route's
+ * config; a bad config fails that route's requests with its coded 500.
+ */
+export function createUnseenRouteHook (settings: Settings, app: AppSettings, ipv6Subnet: number, warnings: Warnings): Hook {
+  const hooks = new WeakMap<object, Hook | false | Error>()
+  return function tollgateAppUnseen (request, reply, done) {
+    if (request.is404) {
+      done()
+      return
+    }
+    const { config, method, url } = request.routeOptions
+    if ((config as { [SEEN]?: true })[SEEN] === true) {
+      done()
+      return
+    }
+    let hook = hooks.get(config)
+    if (hook === undefined) {
+      const route = { method, url } as Pick<RouteOptions, 'method' | 'url'>
+      warnings.warn('TOLLGATE_ROUTE_BEFORE_PLUGIN', { route: routeName(route) })
+      try {
+        const routeSettings = checkRouteConfig(route, config.rateLimit, app)
+        hook = routeSettings !== false && createAppHook(settings, app, routeSettings, ipv6Subnet, warnings)
+      } catch (error) {
+        hook = error as Error
+      }
+      hooks.set(config, hook)
+    }
+    if (hook === false) done()
+    else if (hook instanceof Error) done(hook)
+    else hook(request, reply, done)
+  }
 }

@@ -5,7 +5,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { RateLimitedError, StoreUnavailableError } from './errors.js'
-import { namedPolicy, retryAfterSeconds, writeHeaders, type NamedPolicy } from './headers.js'
+import { namedPolicy, writeHeaders, type NamedPolicy } from './headers.js'
 import type { LimitDecision, Settings } from './options.js'
 import type { BucketRequest, StoreDecision } from './store.js'
 
@@ -73,32 +73,25 @@ function finish (settings: Settings, request: FastifyRequest, reply: FastifyRepl
     done()
     return
   }
+  const limit = report(step, decision)
   if (settings.onLimit !== undefined) {
     try {
-      settings.onLimit(request, report(step, decision))
+      settings.onLimit(request, limit)
     } catch (error) {
       request.log.error({ err: error }, 'fastify-tollgate: onLimit threw')
     }
   }
   if (settings.shadow) {
-    request.log.info({ rateLimit: report(step, decision) }, 'fastify-tollgate: would refuse (shadow mode)')
+    request.log.info({ rateLimit: limit }, 'fastify-tollgate: would refuse (shadow mode)')
     done()
     return
   }
-  // A refusal under a flood should not build a debug record nobody logs (pino tells; other loggers are asked).
-  if (debugEnabled(request)) request.log.debug({ rateLimit: report(step, decision) }, 'fastify-tollgate: refused')
-  const seconds = retryAfterSeconds(decision.retryAfterMs)
-  if (seconds !== undefined) reply.header('retry-after', seconds)
+  request.log.debug({ rateLimit: limit }, 'fastify-tollgate: refused')
+  const refusal = new RateLimitedError(limit)
+  if (refusal.retryAfterSeconds !== undefined) reply.header('retry-after', refusal.retryAfterSeconds)
   // RFC 6585: a 429 must not be stored by a cache.
   reply.header('cache-control', 'no-store')
-  done(new RateLimitedError(seconds === undefined
-    ? 'never: this quota does not refill'
-    : `${seconds} second${seconds === 1 ? '' : 's'}`))
-}
-
-/** Pino says whether it logs debug lines; a logger that cannot say is asked to log. */
-function debugEnabled (request: FastifyRequest): boolean {
-  return (request.log as { isLevelEnabled?: (level: string) => boolean }).isLevelEnabled?.('debug') ?? true
+  done(refusal)
 }
 
 function storeFailed (request: FastifyRequest, reply: FastifyReply, error: unknown, done: Done): void {

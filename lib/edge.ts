@@ -8,7 +8,7 @@ import { bucketKey, clientAddress } from './keys.js'
 import type { EdgeSettings, Settings } from './options.js'
 import type { Warnings } from './warnings.js'
 
-/** `{key:<value>}:edge` from `edge.key(request)`, else `{ip:<address>}:edge`. */
+/** `{key:<digest of the value>}:edge` from `edge.key(request)`, else `{ip:<address>}:edge`. */
 export function edgeKey (request: FastifyRequest, edge: EdgeSettings): string {
   if (edge.key !== undefined) {
     let key: unknown
@@ -18,7 +18,7 @@ export function edgeKey (request: FastifyRequest, edge: EdgeSettings): string {
       request.log.error({ err: error }, 'fastify-tollgate: edge.key threw; keyed by client IP')
     }
     if (typeof key === 'number' && Number.isFinite(key)) key = String(key)
-    if (typeof key === 'string' && key !== '') return bucketKey('key', key, 'edge')
+    if (typeof key === 'string' && key !== '') return bucketKey('key', edge.keyDigest(key), 'edge')
   }
   return bucketKey('ip', clientAddress(request.ip, edge.ipv6Subnet), 'edge')
 }

@@ -3,13 +3,35 @@
  * (documented in the README's error table) and an HTTP status.
  */
 import createError from '@fastify/error'
+import { retryAfterSeconds } from './headers.js'
+import type { LimitDecision } from './options.js'
+
+const RateLimitedBase = createError<'TOLLGATE_RATE_LIMITED', 429, [string]>(
+  'TOLLGATE_RATE_LIMITED', 'Rate limit exceeded%s', 429, Error, false)
 
 /**
- * 429: a bucket is empty. Built without a stack trace: refusals are routine
- * and may come by the thousand per second. Argument: the retry delay in whole seconds.
+ * 429: a bucket is empty. Built without a stack trace: refusals are routine and
+ * may come by the thousand per second. Carries the layer's decision, so that a
+ * `setErrorHandler` can shape the body without reading the reply's headers back.
  */
-export const RateLimitedError = createError<'TOLLGATE_RATE_LIMITED', 429, [string]>(
-  'TOLLGATE_RATE_LIMITED', 'Rate limit exceeded, retry in %s', 429, Error, false)
+export class RateLimitedError extends RateLimitedBase {
+  /** What the layer decided: its buckets and tokens left, and `retryAfterMs` (`Infinity`: never). */
+  readonly decision: LimitDecision
+  /**
+   * The `Retry-After` sent, in whole seconds (rounded up, at least 1); `undefined`
+   * when a short bucket never refills, and no header is sent.
+   */
+  readonly retryAfterSeconds: number | undefined
+
+  constructor (decision: LimitDecision) {
+    const seconds = retryAfterSeconds(decision.retryAfterMs)
+    super(seconds === undefined
+      ? ': this quota does not refill'
+      : `, retry in ${seconds} second${seconds === 1 ? '' : 's'}`)
+    this.decision = decision
+    this.retryAfterSeconds = seconds
+  }
+}
 
 /** Startup: a plugin option is invalid. Argument: what was expected and what was given. */
 export const InvalidOptionError = createError<'TOLLGATE_INVALID_OPTION', 500, [string]>(

@@ -6,7 +6,7 @@
  * shares the `{…}` hash tag (one Redis Cluster slot), and the kinds keep key
  * spaces apart: a user whose id is an IP string never shares an anonymous bucket.
  */
-import { createHash } from 'node:crypto'
+import { createHash, createHmac } from 'node:crypto'
 import { isIPv4, isIPv6 } from 'node:net'
 
 /** Longest identity kept verbatim; longer ones are hashed. */
@@ -24,6 +24,31 @@ export function boundIdentity (identity: string): string {
   return '~' + createHash('sha256').update(identity).digest('base64url')
 }
 
+/** `edge.key` values up to this length have their digest cached; longer ones are digested each time. */
+const MAX_CACHED_KEY_LENGTH = 256
+/** Digests cached per registration; the cache is emptied when it is full. */
+const MAX_CACHED_DIGESTS = 10_000
+
+/**
+ * Hides `edge.key` values (API keys) before they become part of a store key or
+ * a log line: HMAC-SHA256 with `secret`, else plain SHA-256 (base64url, 43
+ * characters). An HMAC costs about 10 µs, so the digests of short values are
+ * cached (up to 10 000, then the cache starts over).
+ */
+export function keyDigest (secret: string | undefined): (value: string) => string {
+  const cache = new Map<string, string>()
+  const digest = (value: string): string => (secret === undefined ? createHash('sha256') : createHmac('sha256', secret)).update(value).digest('base64url')
+  return (value) => {
+    if (value.length > MAX_CACHED_KEY_LENGTH) return digest(value)
+    let cached = cache.get(value)
+    if (cached === undefined) {
+      if (cache.size >= MAX_CACHED_DIGESTS) cache.clear()
+      cache.set(value, cached = digest(value))
+    }
+    return cached
+  }
+}
+
 /** The key of bucket `bucket` for identity `identity` of kind `kind` (`ip`, `key`, `user`…). */
 export function bucketKey (kind: string, identity: string, bucket: string): string {
   return `{${kind}:${boundIdentity(identity)}}:${bucket}`
@@ -33,13 +58,17 @@ export function bucketKey (kind: string, identity: string, bucket: string): stri
  * The client address as a rate-limit identity: IPv4 as is; IPv4-mapped IPv6
  * (`::ffff:1.2.3.4`) unmapped; other IPv6 reduced to its first `ipv6PrefixBits`
  * bits (`2001:db8:1:2::/64`), since one host commonly holds a whole /64.
+ * A port some proxies append (`203.0.113.7:40001`, `[2001:db8::1]:443`) is
+ * dropped first, so that each connection does not get a bucket of its own.
  * Anything that is not an IP address is returned unchanged (and bounded later).
  */
 export function clientAddress (ip: string | undefined, ipv6PrefixBits: number): string {
   if (ip === undefined || ip === '') return 'unknown'
   if (isIPv4(ip)) return ip
-  const zoneAt = ip.indexOf('%')
-  const address = zoneAt === -1 ? ip : ip.slice(0, zoneAt)
+  const host = withoutPort(ip)
+  if (isIPv4(host)) return host
+  const zoneAt = host.indexOf('%')
+  const address = zoneAt === -1 ? host : host.slice(0, zoneAt)
   if (!isIPv6(address)) return ip
   const groups = ipv6Groups(address)
   if (groups[0] === 0 && groups[1] === 0 && groups[2] === 0 && groups[3] === 0 && groups[4] === 0 && groups[5] === 0xffff) {
@@ -48,6 +77,24 @@ export function clientAddress (ip: string | undefined, ipv6PrefixBits: number): 
     return `${high >> 8}.${high & 0xff}.${low >> 8}.${low & 0xff}`
   }
   return ipv6Prefix(groups, ipv6PrefixBits)
+}
+
+const PORT = /^\d{1,5}$/
+
+/**
+ * `ip` without a port: `203.0.113.7:40001` → `203.0.113.7`; `[2001:db8::1]:443`
+ * and `[2001:db8::1]` → `2001:db8::1`. A bare IPv6 address is left whole: its
+ * last group is not a port. The caller checks that what is left is an address.
+ */
+function withoutPort (ip: string): string {
+  const lastColon = ip.lastIndexOf(':')
+  if (ip.startsWith('[')) {
+    const end = ip.indexOf(']')
+    const bracketed = end === ip.length - 1 || (lastColon === end + 1 && PORT.test(ip.slice(lastColon + 1)))
+    return end !== -1 && bracketed ? ip.slice(1, end) : ip
+  }
+  // One colon: an IPv4 address and a port. Two or more: IPv6, left whole.
+  return lastColon !== -1 && ip.indexOf(':') === lastColon && PORT.test(ip.slice(lastColon + 1)) ? ip.slice(0, lastColon) : ip
 }
 
 /** The eight 16-bit groups of a valid IPv6 address (`::` expanded, a dotted IPv4 tail converted). */

@@ -7,6 +7,7 @@ import type { FastifyRequest, RouteOptions } from 'fastify'
 import type { BucketPolicy } from './bucket.js'
 import { InvalidRouteConfigError } from './errors.js'
 import { namedPolicy, type HeaderStyle, type NamedPolicy } from './headers.js'
+import { keyDigest } from './keys.js'
 import type { Store } from './store.js'
 import { WARNING_CODES, type WarningCode } from './warnings.js'
 import { MemoryStore } from './stores/memory.js'
@@ -28,11 +29,22 @@ export type TierPolicies = { default: BucketPolicy } & Record<string, BucketPoli
 
 export interface EdgeOptions extends BucketPolicy {
   /**
-   * The client's identity at the edge, e.g. an API-key header. Default: the client
-   * IP as Fastify resolves it (`trustProxy` respected). Returning `undefined` or an
-   * empty string falls back to the client IP.
+   * The client's identity at the edge, e.g. an API-key header:
+   * `(request) => request.headers['x-api-key']`. A non-empty string or a finite
+   * number keys the bucket; anything else (`undefined`, `''`, the array of a
+   * repeated header) or a throw falls back to the client IP. Default: the client
+   * IP as Fastify resolves it (`trustProxy` respected). Values are stored and
+   * logged only as digests (see `keySecret`).
    */
-  key?: ((request: FastifyRequest) => string | undefined) | undefined
+  key?: ((request: FastifyRequest) => unknown) | undefined
+  /**
+   * The secret of the HMAC-SHA256 that hides `key` values in store keys and logs:
+   * a string of at least 16 characters, the same on every replica that shares a
+   * store (changing it gives every key a fresh bucket). Default: none, and values
+   * are hashed with plain SHA-256: never kept in clear, but whoever holds a store
+   * dump or the logs can check a guessed key against them.
+   */
+  keySecret?: string | undefined
   /** IPv6 clients are grouped by this prefix length, in bits (1–128). Default 64. */
   ipv6Subnet?: number | undefined
 }
@@ -117,13 +129,17 @@ declare module 'fastify' {
 
 export interface EdgeSettings {
   bucket: NamedPolicy
-  key: ((request: FastifyRequest) => string | undefined) | undefined
+  key: ((request: FastifyRequest) => unknown) | undefined
+  /** `key` values → their digest (HMAC-SHA256 with `keySecret`, else SHA-256). */
+  keyDigest: (value: string) => string
   ipv6Subnet: number
 }
 
 export interface AppSettings {
-  /** Tier name → policy named `app` (prototype-less). */
+  /** Tier name → policy named `app`, this process's share of the quota (prototype-less). */
   tiers: Record<string, NamedPolicy>
+  /** Tier name → policy as configured, before the store's quota share: costs are checked against it (prototype-less). */
+  wholeTiers: Record<string, BucketPolicy>
   /** The tier of requests with no verified identity: `anonymous` when configured, else `default`. */
   anonymousTier: string
   identify: ((request: FastifyRequest) => Identity | undefined) | undefined
@@ -144,8 +160,10 @@ export interface Settings {
 }
 
 export interface RouteSettings {
-  /** `POST /export`: names the route in keys, logs and errors. */
+  /** `POST /export`: names the route in logs and errors. */
   route: string
+  /** `route:POST /export`: the name of the route's own bucket (HEAD counts as GET). */
+  bucket: string
   cost: RouteCost
   /** Tier name → the route's own policy named `route`; `undefined` without a route quota. */
   quota: Record<string, NamedPolicy> | undefined
@@ -164,8 +182,18 @@ export function share (fail: Fail, path: string, policy: BucketPolicy, quotaShar
   return Object.freeze({ capacity, refillPerSecond: policy.refillPerSecond * quotaShare })
 }
 
-function namedTiers (fail: Fail, path: string, value: unknown, name: string, quotaShare: number): Record<string, NamedPolicy> {
-  const tiers = checkTiers(fail, path, value)
+/**
+ * The tokens a request of `cost` takes from `capacity`, this process's share of a
+ * quota of `wholeCapacity`: a cost the whole quota admits but the share cannot
+ * takes the whole share (as the Redis store's local fallback does), so that
+ * heavy requests stay possible under `memoryStore({ replicas })`.
+ */
+export function shareCost (cost: number, capacity: number, wholeCapacity: number): number {
+  return cost > capacity && cost <= wholeCapacity ? capacity : cost
+}
+
+/** Checked tiers (see `checkTiers`) as policies named `name`, scaled by the quota share. */
+function namedTiers (fail: Fail, path: string, tiers: Record<string, BucketPolicy>, name: string, quotaShare: number): Record<string, NamedPolicy> {
   const named = Object.create(null) as Record<string, NamedPolicy>
   for (const tier of Object.keys(tiers)) {
     named[tier] = namedPolicy(name, share(fail, `${path}.${tier}`, tiers[tier] as BucketPolicy, quotaShare))
@@ -190,12 +218,22 @@ function checkEdge (value: unknown, quotaShare: number): EdgeSettings | undefine
   if (value === undefined || value === false) return undefined
   const fail = failOption
   const edge = checkObject(fail, 'edge', value)
-  const policy = checkPolicy(fail, 'edge', edge, ['key', 'ipv6Subnet'])
+  const policy = checkPolicy(fail, 'edge', edge, ['key', 'keySecret', 'ipv6Subnet'])
   return {
     bucket: namedPolicy('edge', share(fail, 'edge', policy, quotaShare)),
     key: edge.key === undefined ? undefined : checkFunction(fail, 'edge.key', edge.key),
+    keyDigest: keyDigest(edge.keySecret === undefined ? undefined : checkKeySecret(edge.keySecret)),
     ipv6Subnet: edge.ipv6Subnet === undefined ? 64 : checkIpv6Subnet(edge.ipv6Subnet)
   }
+}
+
+/** At least 16 characters; the error never shows the value, which is a secret. */
+function checkKeySecret (value: unknown): string {
+  if (typeof value !== 'string' || value.length < 16) {
+    const given = typeof value === 'string' ? `${value.length} characters` : `a value of type ${typeof value}`
+    failOption(`Expected \`edge.keySecret\` to be a string of at least 16 characters, got ${given} (not shown: it is a secret)`)
+  }
+  return value
 }
 
 function checkIpv6Subnet (value: unknown): number {
@@ -209,11 +247,13 @@ function checkApp (value: unknown, quotaShare: number): AppSettings | undefined 
   const fail = failOption
   const app = checkObject(fail, 'app', value)
   checkKnownKeys(fail, 'app', app, ['tiers', 'identify', 'hook'])
-  const tiers = namedTiers(fail, 'app.tiers', app.tiers, 'app', quotaShare)
+  const wholeTiers = checkTiers(fail, 'app.tiers', app.tiers)
+  const tiers = namedTiers(fail, 'app.tiers', wholeTiers, 'app', quotaShare)
   const hook = app.hook ?? 'preHandler'
   if (!HOOKS.includes(hook as AppHookName)) expected(fail, 'app.hook', HOOKS.map((h) => `'${h}'`).join(', or '), hook)
   return {
     tiers,
+    wholeTiers,
     anonymousTier: 'anonymous' in tiers ? 'anonymous' : 'default',
     identify: app.identify === undefined ? undefined : checkFunction(fail, 'app.identify', app.identify),
     hook: hook as AppHookName,
@@ -261,27 +301,41 @@ export function routeName (routeOptions: Pick<RouteOptions, 'method' | 'url'>): 
 }
 
 /**
- * Validates a route's `config.rateLimit` (throws `TOLLGATE_INVALID_ROUTE_CONFIG`).
- * Returns `false` for an exempt route. A numeric cost is checked against every
- * tier it can run under, since a cost above a capacity could never pass.
+ * `route:GET /report`, the name of a route's own bucket. HEAD counts as GET:
+ * Fastify answers HEAD with the GET handler, so `HEAD /report` spends the
+ * quota of `GET /report`, and `GET,HEAD /items` is `route:GET /items`.
  */
-export function checkRouteConfig (route: string, value: unknown, app: AppSettings | undefined): RouteSettings | false {
+export function routeBucket (routeOptions: Pick<RouteOptions, 'method' | 'url'>): string {
+  const methods = Array.isArray(routeOptions.method) ? routeOptions.method : [routeOptions.method]
+  const asGet = new Set(methods.map((method) => method === 'HEAD' ? 'GET' : method))
+  return `route:${[...asGet].join(',')} ${routeOptions.url}`
+}
+
+/**
+ * Validates a route's `config.rateLimit` (throws `TOLLGATE_INVALID_ROUTE_CONFIG`).
+ * Returns `false` for an exempt route. A numeric cost is checked against the
+ * capacity of every tier it can run under (the whole quota, not this process's
+ * share), since a cost above it could never pass.
+ */
+export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'url'>, value: unknown, app: AppSettings | undefined): RouteSettings | false {
+  const route = routeName(routeOptions)
+  const bucket = routeBucket(routeOptions)
   const fail: Fail = (problem) => { throw new InvalidRouteConfigError(route, problem) }
   if (value === false) return false
-  if (value === undefined) return { route, cost: 1, quota: undefined }
+  if (value === undefined) return { route, bucket, cost: 1, quota: undefined }
   const config = checkObject(fail, 'rateLimit', value)
   checkKnownKeys(fail, 'rateLimit', config, ['cost', 'quota'])
   if (app === undefined) {
     if (config.cost !== undefined || config.quota !== undefined) {
       fail('`rateLimit.cost` and `rateLimit.quota` need the app layer, which is disabled (set the `app` option)')
     }
-    return { route, cost: 1, quota: undefined }
+    return { route, bucket, cost: 1, quota: undefined }
   }
   const cost = config.cost ?? 1
   if (typeof cost === 'number') {
     checkNumber(fail, 'rateLimit.cost', cost, 0)
     for (const tier of Object.keys(app.tiers)) {
-      const capacity = (app.tiers[tier] as NamedPolicy).policy.capacity
+      const capacity = (app.wholeTiers[tier] as BucketPolicy).capacity
       if (cost > capacity) {
         fail(`Expected \`rateLimit.cost\` to be at most the capacity of every tier, got \`${cost}\` above tier \`${tier}\`'s capacity ${capacity}: it could never pass`)
       }
@@ -291,12 +345,12 @@ export function checkRouteConfig (route: string, value: unknown, app: AppSetting
   }
   let quota: Record<string, NamedPolicy> | undefined
   if (config.quota !== undefined) {
-    quota = namedTiers(fail, 'rateLimit.quota', config.quota, 'route', app.quotaShare)
+    quota = namedTiers(fail, 'rateLimit.quota', checkTiers(fail, 'rateLimit.quota', config.quota), 'route', app.quotaShare)
     for (const tier of Object.keys(quota)) {
       if (!(tier in app.tiers)) {
         fail(`Expected \`rateLimit.quota\` to name only tiers of \`app.tiers\` (${Object.keys(app.tiers).join(', ')}), got ${describe(tier)}`)
       }
     }
   }
-  return { route, cost: cost as RouteCost, quota }
+  return { route, bucket, cost: cost as RouteCost, quota }
 }

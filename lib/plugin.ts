@@ -1,15 +1,16 @@
 /**
  * The plugin: options → hooks. The edge layer is a global `onRequest` hook; the
- * app layer is attached to each route in `onRoute`; the store closes with the app.
+ * app layer is attached to each route in `onRoute` (and, for routes declared
+ * before the plugin loaded, run by a global hook); the store closes with the app.
  */
-import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
+import type { FastifyInstance, FastifyPluginAsync, preHandlerHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
-import { attachAppHook, createAppHook } from './app.js'
+import { attachAppHook, createAppHook, createUnseenRouteHook, hookOfKind, markSeen } from './app.js'
 import { report, type Step } from './decide.js'
 import { createEdgeHook } from './edge.js'
 import { namedPolicy } from './headers.js'
 import { bucketKey } from './keys.js'
-import { checkOptions, checkRouteConfig, routeName, share, type LimitDecision, type Settings, type TollgateOptions } from './options.js'
+import { checkOptions, checkRouteConfig, share, shareCost, type LimitDecision, type Settings, type TollgateOptions } from './options.js'
 import { checkNumber, checkPolicy, expected, failOption } from './validate.js'
 import { claimStore, trustProxyOption, Warnings } from './warnings.js'
 import type { BucketPolicy } from './bucket.js'
@@ -35,11 +36,12 @@ function decorator (settings: Settings): TollgateDecorator {
   return {
     async consume (key, policy, cost = 1) {
       if (typeof key !== 'string' || key === '') expected(failOption, 'key', 'a non-empty string', key)
-      const scaled = share(failOption, 'policy', checkPolicy(failOption, 'policy', policy), quotaShare)
+      const whole = checkPolicy(failOption, 'policy', policy)
+      const scaled = share(failOption, 'policy', whole, quotaShare)
       checkNumber(failOption, 'cost', cost, 0)
       const step: Step = {
         layer: 'manual',
-        buckets: [{ key: bucketKey('manual', key, 'manual'), policy: scaled, cost }],
+        buckets: [{ key: bucketKey('manual', key, 'manual'), policy: scaled, cost: shareCost(cost, scaled.capacity, whole.capacity) }],
         named: [namedPolicy('manual', scaled)],
         tier: undefined
       }
@@ -62,10 +64,16 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
   if (claim.shared) warnings.warn('TOLLGATE_SHARED_STORE', { prefix: keyspace.prefix })
   fastify.decorate('tollgate', decorator(settings))
   if (edge !== undefined) fastify.addHook('onRequest', createEdgeHook(settings, edge, warnings))
+  // Routes already in the router were declared before the plugin loaded, unseen by onRoute:
+  // a global hook runs the app layer for them. Fastify prints an empty router as
+  // `(empty tree)`; any other text (another version's) adds the hook, the safe side.
+  if (app !== undefined && fastify.printRoutes() !== '(empty tree)') {
+    fastify.addHook(app.hook as 'preHandler', hookOfKind(app.hook, createUnseenRouteHook(settings, app, ipv6Subnet, warnings)) as preHandlerHookHandler)
+  }
   fastify.addHook('onRoute', (routeOptions) => {
-    const route = routeName(routeOptions)
+    markSeen(routeOptions)
     try {
-      const routeSettings = checkRouteConfig(route, routeOptions.config?.rateLimit, app)
+      const routeSettings = checkRouteConfig(routeOptions, routeOptions.config?.rateLimit, app)
       if (routeSettings !== false && app !== undefined) {
         attachAppHook(routeOptions, app, createAppHook(settings, app, routeSettings, ipv6Subnet, warnings))
       }

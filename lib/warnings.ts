@@ -16,6 +16,9 @@ export const WARNINGS = {
   /** After `ONLY_ANONYMOUS_AFTER` app-layer requests, none with an identity. */
   TOLLGATE_ONLY_ANONYMOUS:
     'The app layer has seen only anonymous requests so far: authentication probably runs after it (register it in an earlier hook, or set app.hook).',
+  /** At the first request to a route declared before the plugin was loaded (its app layer then runs in a global hook). */
+  TOLLGATE_ROUTE_BEFORE_PLUGIN:
+    'A request reached a route declared before fastify-tollgate was loaded (register() not awaited, or the route declared first). Its app layer now runs in a global hook, before the route\'s own hooks, and its config.rateLimit was checked only now. Await register() before declaring routes.',
   /** At startup: a second registration in this process on the same store, or the same Redis client and prefix. */
   TOLLGATE_SHARED_STORE:
     'Another fastify-tollgate registration uses the same store (or the same Redis client and prefix): their buckets share keys and drain each other. Give each its own store or prefix.'

@@ -2,7 +2,7 @@ import t from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import jwt from '@fastify/jwt'
 import tollgate, { memoryStore, type AppOptions } from '../lib/index.js'
-import { buildApp, count, SECRET, statuses } from './helpers.js'
+import { buildApp, count, manualClock, SECRET, statuses } from './helpers.js'
 
 const tiers = {
   default: { capacity: 20, refillPerSecond: 5 },
@@ -171,6 +171,38 @@ t.test('a cost function that throws or returns an invalid cost fails with a code
   await app.close()
 })
 
+t.test('memoryStore({ replicas: 3 }): costs are checked against the whole quota; one above the share takes the whole share', async (t) => {
+  const clock = manualClock()
+  const app = Fastify()
+  await app.register(tollgate, { store: memoryStore({ clock: clock.now, replicas: 3 }), app: { tiers: { default: { capacity: 20, refillPerSecond: 3 } }, identify: (request) => ({ id: String(request.headers['x-user']) }) } })
+  app.post('/export', { config: { rateLimit: { cost: 10 } } }, async () => 'exported')
+  app.post('/rows', { config: { rateLimit: { cost: () => 10 } } }, async () => 'rows')
+  app.get('/', async () => 'ok')
+  await app.ready()
+  const send = (method: 'GET' | 'POST', url: string, user: string) => app.inject({ method, url, headers: { 'x-user': user } })
+  const exported = await send('POST', '/export', 'alice')
+  t.equal(exported.statusCode, 200, 'a numeric cost of 10 starts and passes (the share is 20 / 3)')
+  t.equal(exported.headers['ratelimit'], '"app";r=0;t=7', 'it took the whole share: 6.67 tokens at 1/s')
+  const refused = await send('GET', '/', 'alice')
+  t.equal(refused.statusCode, 429)
+  t.equal(refused.headers['retry-after'], '1')
+  const rows = await send('POST', '/rows', 'bob')
+  t.equal(rows.statusCode, 200, 'a cost function returning 10 passes, not a 500')
+  t.equal(rows.headers['ratelimit'], '"app";r=0;t=7')
+  clock.advance(6000)
+  t.equal((await send('POST', '/rows', 'bob')).statusCode, 429, '6 of 6.67 tokens back: not yet')
+  clock.advance(700)
+  t.equal((await send('POST', '/rows', 'bob')).statusCode, 200, 'the whole share back')
+  t.equal((await send('GET', '/', 'carol')).headers['ratelimit'], '"app";r=5;t=1', 'a cost of 1 takes 1 from the share')
+  await app.close()
+
+  const tooDear = Fastify()
+  await tooDear.register(tollgate, { store: memoryStore({ replicas: 3 }), app: { tiers: { default: { capacity: 20, refillPerSecond: 3 } } } })
+  tooDear.post('/export', { config: { rateLimit: { cost: 21 } } }, async () => 'exported')
+  await t.rejects(async () => { await tooDear.ready() }, { code: 'TOLLGATE_INVALID_ROUTE_CONFIG', message: /got `21` above tier `default`'s capacity 20/ }, 'a cost above the whole quota still fails startup')
+  await tooDear.close()
+})
+
 t.test('route quota: its own bucket per user, consumed all or nothing with the main bucket', async (t) => {
   const { app, clock, sign, auth } = await tiersApp({}, (app) => {
     app.post('/report', {
@@ -220,6 +252,22 @@ t.test('the app hook is appended to an array of route hooks, and HEAD routes are
   t.equal(response.headers['ratelimit'], '"app";r=3', 'vip: limited after both route hooks ran')
   t.same(order, ['first', 'auth'])
   t.equal((await app.inject({ method: 'HEAD', url: '/', headers })).headers['ratelimit'], '"app";r=2', 'the automatic HEAD route takes one token')
+  await app.close()
+})
+
+t.test("HEAD shares the GET route's quota: the handler runs no more often than the quota allows", async (t) => {
+  let runs = 0
+  const { app, sign, auth } = await tiersApp({}, (app) => {
+    app.get('/report', { config: { rateLimit: { quota: { default: { capacity: 2, refillPerSecond: 0 } } } } }, async () => { runs++; return 'report' })
+    app.route({ method: ['GET', 'HEAD', 'POST'], url: '/items', config: { rateLimit: { quota: { default: { capacity: 2, refillPerSecond: 0 } } } }, handler: async () => 'items' })
+  })
+  const headers = auth(sign({ sub: 'alice' }))
+  const codes = async (method: 'GET' | 'HEAD' | 'POST', url: string, n: number) => statuses(app, n, { method, url, headers })
+  t.same([...await codes('GET', '/report', 2), ...await codes('HEAD', '/report', 2)], [200, 200, 429, 429], 'GET 200, 200, then HEAD 429')
+  t.equal(runs, 2, 'the handler ran twice')
+  const bob = auth(sign({ sub: 'bob' }))
+  t.same([(await app.inject({ method: 'HEAD', url: '/report', headers: bob })).statusCode, ...await statuses(app, 2, { url: '/report', headers: bob })], [200, 200, 429], 'HEAD first, then GET')
+  t.same([...await codes('HEAD', '/items', 1), ...await codes('GET', '/items', 1), ...await codes('POST', '/items', 1)], [200, 200, 429], 'one route with HEAD among its methods: one quota')
   await app.close()
 })
 

@@ -4,6 +4,7 @@
  * another identity's key or hash tag, or escape its bucket by rotating.
  */
 import t from 'tap'
+import { createHash } from 'node:crypto'
 import Fastify from 'fastify'
 import tollgate, { redisStore, type TollgateOptions } from '../lib/index.js'
 import { requireRedis, startRedis } from './redis-server.js'
@@ -15,7 +16,7 @@ if (requireRedis(t)) {
     const inspector = server.client(t)
     const options: TollgateOptions = {
       store: redisStore({ client, heartbeatIntervalMs: 0, denyCacheSize: 0, timeoutMs: 2000 }),
-      edge: { capacity: 2, refillPerSecond: 0, key: (request) => request.headers['x-api-key'] as string | undefined },
+      edge: { capacity: 2, refillPerSecond: 0, key: (request) => request.headers['x-api-key'] },
       app: { tiers: { default: { capacity: 2, refillPerSecond: 0 } }, identify: (request) => ({ id: String(request.headers['x-user'] ?? 'nobody') }) }
     }
     const app = Fastify()
@@ -38,7 +39,10 @@ if (requireRedis(t)) {
     t.ok(keys.length > 0)
     t.ok(keys.every((key) => key.length <= 100), `every Redis key is short (longest ${Math.max(...keys.map((k) => k.length))} characters)`)
     t.ok(keys.every((key) => /^tollgate:\{(key|user|ip):[^{}\r\n]+\}:(edge|app)$/.test(key)), 'one hash tag each, at the start, with no braces or line breaks inside')
-    t.same(keys.filter((key) => key.includes(':victim}') || key.includes(':victim-user}')).sort(), ['tollgate:{key:victim}:edge', 'tollgate:{user:victim-user}:app'], 'only the victim\'s own buckets carry its names')
+    const victimKey = `tollgate:{key:${createHash('sha256').update('victim').digest('base64url')}}:edge`
+    t.ok(keys.includes(victimKey), 'the victim\'s API key is stored as its digest')
+    t.notOk(keys.some((key) => key.includes('victim}')), 'no key holds an API key in clear')
+    t.same(keys.filter((key) => key.includes(':victim-user}')), ['tollgate:{user:victim-user}:app'], 'only the victim\'s own buckets carry its user name')
   })
 
   t.test('rotating addresses within one IPv6 /64 stays in one bucket', async (t) => {

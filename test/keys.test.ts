@@ -1,5 +1,6 @@
 import t from 'tap'
-import { boundIdentity, bucketKey, clientAddress } from '../lib/keys.js'
+import { createHash, createHmac } from 'node:crypto'
+import { boundIdentity, bucketKey, clientAddress, keyDigest } from '../lib/keys.js'
 
 t.test('clientAddress normalises client IPs', async (t) => {
   const cases: Array<[string | undefined, number, string]> = [
@@ -17,6 +18,19 @@ t.test('clientAddress normalises client IPs', async (t) => {
     ['::1', 128, '0:0:0:0:0:0:0:1'],
     ['64:ff9b::192.0.2.33', 128, '64:ff9b:0:0:0:0:c000:221'],
     ['1:2:3:4:5:6:1.2.3.4', 128, '1:2:3:4:5:6:102:304'],
+    ['203.0.113.9:40001', 64, '203.0.113.9'],
+    ['[2001:db8:aaaa:bbbb::1]:443', 64, '2001:db8:aaaa:bbbb::/64'],
+    ['[2001:db8:aaaa:bbbb::1]', 64, '2001:db8:aaaa:bbbb::/64'],
+    ['[::ffff:203.0.113.9]:8080', 64, '203.0.113.9'],
+    ['[fe80::1%eth0]:443', 64, 'fe80:0:0:0::/64'],
+    ['2001:db8:aaaa:bbbb::443', 128, '2001:db8:aaaa:bbbb:0:0:0:443'],
+    ['::1:443', 128, '0:0:0:0:0:0:1:443'],
+    ['203.0.113.9:', 64, '203.0.113.9:'],
+    ['203.0.113.9:123456', 64, '203.0.113.9:123456'],
+    ['localhost:8080', 64, 'localhost:8080'],
+    ['[not-an-ip]:443', 64, '[not-an-ip]:443'],
+    ['[2001:db8::1]x', 64, '[2001:db8::1]x'],
+    ['[2001:db8::1', 64, '[2001:db8::1'],
     ['not-an-ip', 64, 'not-an-ip'],
     ['', 64, 'unknown'],
     [undefined, 64, 'unknown']
@@ -40,4 +54,15 @@ t.test('bucketKey puts the identity in one hash tag', async (t) => {
   t.equal(bucketKey('user', '42', 'app'), '{user:42}:app')
   t.equal(bucketKey('user', '42', 'route:POST /export'), '{user:42}:route:POST /export')
   t.match(bucketKey('user', '}{evil', 'app'), /^\{user:~[\w-]+\}:app$/)
+})
+
+t.test('keyDigest: HMAC-SHA256 with a secret, SHA-256 without; the same digest before and after its cache starts over', async (t) => {
+  const keyed = keyDigest('a-secret-of-at-least-16-characters')
+  const plain = keyDigest(undefined)
+  const hmac = createHmac('sha256', 'a-secret-of-at-least-16-characters').update('sk_live_1').digest('base64url')
+  t.equal(keyed('sk_live_1'), hmac)
+  t.equal(plain('sk_live_1'), createHash('sha256').update('sk_live_1').digest('base64url'))
+  for (let i = 0; i < 10_001; i++) keyed(`key-${i}`)
+  t.equal(keyed('sk_live_1'), hmac, 'after 10 001 other keys')
+  t.equal(keyed('k'.repeat(300)), createHmac('sha256', 'a-secret-of-at-least-16-characters').update('k'.repeat(300)).digest('base64url'), 'a long value (not cached)')
 })

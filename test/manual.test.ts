@@ -42,3 +42,15 @@ t.test('invalid manual arguments throw a coded error', async (t) => {
   await t.rejects(shared.tollgate.consume('k', { capacity: 2, refillPerSecond: 1 }), { code: 'TOLLGATE_INVALID_OPTION', message: /`policy\.capacity` × the store's quota share \(0\.25\)/ }, 'a share below one token')
   await shared.close()
 })
+
+t.test('a manual cost above this replica\'s share takes the whole share; above the whole quota it never passes', async (t) => {
+  const app = Fastify()
+  await app.register(tollgate, { store: memoryStore({ replicas: 3 }), edge: { capacity: 3, refillPerSecond: 1 } })
+  await app.ready()
+  const policy = { capacity: 20, refillPerSecond: 0 }
+  const heavy = await app.tollgate.consume('export', policy, 10)
+  t.match(heavy, { allowed: true, buckets: [{ tokens: 0 }] })
+  t.equal(heavy.cost, heavy.buckets[0]?.capacity, 'it took the share, 20 / 3')
+  t.match(await app.tollgate.consume('other', policy, 21), { allowed: false, retryAfterMs: Infinity, cost: 21 })
+  await app.close()
+})

@@ -55,7 +55,7 @@ t.test('an onLimit that throws is logged and the refusal still happens', async (
   await app.close()
 })
 
-t.test('the debug record of a refusal is built only for a logger that may log it', async (t) => {
+t.test('the debug line of a refusal: pino at info writes none; a logger without isLevelEnabled gets it', async (t) => {
   await t.test('pino at info: refused, no debug line', async (t) => {
     const { lines, logger } = logSink()
     const { app } = await buildApp({ edge: { capacity: 1, refillPerSecond: 1 } }, { logger: { ...logger, level: 'info' } })

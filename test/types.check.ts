@@ -10,7 +10,7 @@ const app = Fastify()
 // Options are typed.
 const options: TollgateOptions = {
   store: memoryStore({ clock: () => Date.now(), maxKeys: 1000, replicas: 3 }),
-  edge: { capacity: 100, refillPerSecond: 50, key: (request) => request.headers['x-api-key'] as string | undefined, ipv6Subnet: 56 },
+  edge: { capacity: 100, refillPerSecond: 50, key: (request) => request.headers['x-api-key'], ipv6Subnet: 56 },
   app: {
     tiers: { default: { capacity: 20, refillPerSecond: 5 }, vip: { capacity: 200, refillPerSecond: 50 } },
     identify: (request: FastifyRequest) => ({ id: String(request.headers['x-user']), tier: 'vip' }),
@@ -21,6 +21,10 @@ const options: TollgateOptions = {
   onLimit: (_request, decision: LimitDecision) => { void decision.retryAfterMs }
 }
 void app.register(tollgate, options)
+// edge.key takes what a header gives (string | string[] | undefined); keySecret is a string.
+void app.register(tollgate, { edge: { capacity: 10, refillPerSecond: 1, key: (request) => request.headers['x-api-key'], keySecret: 'at-least-16-characters' } })
+// @ts-expect-error: keySecret is a string
+void app.register(tollgate, { edge: { capacity: 10, refillPerSecond: 1, keySecret: 42 } })
 void app.register(tollgate, { edge: { capacity: 1, refillPerSecond: 0 }, app: false })
 
 // An optional option may be given as `undefined` (exactOptionalPropertyTypes): it means the default.
