@@ -14,7 +14,11 @@
  *       then per bucket: its policy's number (from 1) and its cost.
  * Returns, per decision: '1' or '0' (allowed), the retry in ms, then the tokens of
  * each bucket after the step; all as strings, since ioredis 6 speaks RESP3 and a
- * Lua number would come back truncated to an integer.
+ * Lua number would come back truncated to an integer. A refused decision is
+ * followed, for the deny cache (deny-cache.ts), by the time `now` (ms), then per
+ * bucket its state and how long its key lives yet, as "<tokens> <last ms> <ttl ms>"
+ * ('' when absent, i.e. full; ttl 'inf' for a key without one): the only work
+ * the script does for the cache is a PTTL per present key of a refusal.
  * A bucket is stored as the string "<tokens> <last ms>", with a PX TTL of its time
  * until full; a bucket that is full is deleted (an absent bucket is a full one).
  * A key decided several times in one call is read once and written once, at the
@@ -125,6 +129,21 @@ for _ = 1, decisions do
   out[#out + 1] = allowed and '1' or '0'
   out[#out + 1] = fmt(retry)
   for i = 1, count do out[#out + 1] = texts[i] or fmt(tokens[i]) end
+  if not allowed then
+    -- For the deny cache: each bucket's state as read, and its key's TTL (a pending write's, if any).
+    out[#out + 1] = nowText
+    for i = 1, count do
+      local k = keys[key + i - 1]
+      local stored = seen[k]
+      if stored then
+        local ttl = writes[k] and writes[k][2] or redis.call('PTTL', k)
+        if ttl < 0 then ttl = math.huge end
+        out[#out + 1] = fmt(stored[1]) .. ' ' .. fmt(stored[2]) .. ' ' .. fmt(ttl)
+      else
+        out[#out + 1] = ''
+      end
+    end
+  end
   key = key + count
 end
 for _, k in ipairs(order) do
@@ -162,3 +181,11 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
 redis.call('PEXPIRE', KEYS[1], window)
 return tostring(redis.call('ZCARD', KEYS[1]))
 `
+
+/** Parses a number the script formatted with %.17g (`inf` included); throws on anything else. */
+export function parseNumber (text: unknown): number {
+  if (text === 'inf') return Infinity
+  const value = Number(text)
+  if (Number.isNaN(value)) throw new Error(`fastify-tollgate: unexpected reply from the Redis script: ${String(text)}`)
+  return value
+}

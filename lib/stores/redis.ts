@@ -4,21 +4,25 @@
  * - One Lua script decides (redis-script.ts), with Redis `TIME` as the one clock.
  * - Decisions asked for in one event-loop turn go to Redis as one script call per
  *   node (micro-batching).
- * - A key refused until T is refused locally until T (the deny cache).
+ * - A refusal is repeated locally while Redis would surely repeat it (the deny
+ *   cache, deny-cache.ts).
  * - Every call is bounded by `timeoutMs`; on an error or a timeout, `failMode`
  *   decides, and a circuit breaker stops calling a dead Redis and probes it.
  */
 import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
-import { tokensAt, type BucketPolicy } from '../bucket.js'
+import type { BucketPolicy } from '../bucket.js'
 import { StoreUnavailableError } from '../errors.js'
 import type { BucketRequest, Store, StoreDecision, StoreLogger } from '../store.js'
 import {
   checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, expected, failOption
 } from '../validate.js'
 import { clusterSlot } from './cluster-slot.js'
+import { DenyCache, readRefusal, type ScriptRefusal } from './deny-cache.js'
 import { MemoryStore } from './memory.js'
-import { CONSUME_SCRIPT, CONSUME_SCRIPT_CLUSTER, HEARTBEAT_SCRIPT } from './redis-script.js'
+import { CONSUME_SCRIPT, CONSUME_SCRIPT_CLUSTER, HEARTBEAT_SCRIPT, parseNumber } from './redis-script.js'
+
+export { parseNumber }
 
 /** What to do when Redis cannot answer in time. */
 export type FailMode = 'open' | 'closed' | 'local'
@@ -55,7 +59,7 @@ export interface RedisStoreOptions {
   breakerThreshold?: number | undefined
   /** While the breaker is open, one call probes Redis this often, in ms. Default 1000. */
   probeIntervalMs?: number | undefined
-  /** Most refusals remembered locally (0 disables the deny cache). Default 10 000. */
+  /** Most bucket states the deny cache keeps from refusals (0 disables it). Default 10 000. */
   denyCacheSize?: number | undefined
   /** Most decisions in one script call. Default 500. */
   maxBatch?: number | undefined
@@ -71,7 +75,8 @@ export interface RedisStoreOptions {
   connectWaitMs?: number | undefined
   /**
    * Tests only: a clock (ms) passed to the script instead of Redis `TIME`, also used
-   * locally. Keys then all get `neverFullTtlMs`, since Redis expires keys in its own time.
+   * locally. Keys then all get `neverFullTtlMs`, since Redis expires keys in its own time
+   * (and the deny cache counts a key's remaining TTL on this clock).
    */
   clock?: (() => number) | undefined
 }
@@ -80,13 +85,6 @@ interface Pending {
   buckets: readonly BucketRequest[]
   resolve (decision: StoreDecision): void
   reject (error: unknown): void
-}
-
-interface Denial {
-  untilMs: number
-  atMs: number
-  costs: number[]
-  tokens: number[]
 }
 
 type ScriptCall = (this: RedisClientLike, ...args: Array<string | number>) => Promise<unknown>
@@ -103,19 +101,6 @@ const OPTION_KEYS = [
 const ignore = (): void => {}
 const silent: StoreLogger = { info: ignore, warn: ignore, error: ignore }
 
-/** Parses a number the script formatted with %.17g (`inf` included); throws on anything else. */
-export function parseNumber (text: unknown): number {
-  if (text === 'inf') return Infinity
-  const value = Number(text)
-  if (Number.isNaN(value)) throw new Error(`fastify-tollgate: unexpected reply from the Redis script: ${String(text)}`)
-  return value
-}
-
-/** The deny cache's key for a step: its bucket keys. */
-function denialSignature (buckets: readonly BucketRequest[]): string {
-  return buckets.length === 1 ? (buckets[0] as BucketRequest).key : buckets.map((bucket) => bucket.key).join('\n')
-}
-
 export class RedisStore implements Store {
   readonly quotaShare = 1
   readonly prefix: string
@@ -128,7 +113,6 @@ export class RedisStore implements Store {
   private readonly fallbackHeadroom: number
   private readonly breakerThreshold: number
   private readonly probeIntervalMs: number
-  private readonly denyCacheSize: number
   private readonly maxBatch: number
   private readonly neverFullTtlMs: number
   private readonly logIntervalMs: number
@@ -151,7 +135,8 @@ export class RedisStore implements Store {
   private consecutiveFailures = 0
   private probeAtMs = 0
   private readonly fallback: MemoryStore
-  private readonly denials = new Map<string, Denial>()
+  /** The deny cache; `undefined` when `denyCacheSize` is 0. */
+  private readonly denials: DenyCache | undefined
 
   constructor (options: RedisStoreOptions) {
     const fail = failOption
@@ -176,7 +161,8 @@ export class RedisStore implements Store {
     this.heartbeatIntervalMs = checkInteger(fail, 'redisStore.heartbeatIntervalMs', given.heartbeatIntervalMs ?? 2000, 0)
     this.breakerThreshold = checkInteger(fail, 'redisStore.breakerThreshold', given.breakerThreshold ?? 3, 1)
     this.probeIntervalMs = checkNumber(fail, 'redisStore.probeIntervalMs', given.probeIntervalMs ?? 1000, 1)
-    this.denyCacheSize = checkInteger(fail, 'redisStore.denyCacheSize', given.denyCacheSize ?? 10_000, 0)
+    const denyCacheSize = checkInteger(fail, 'redisStore.denyCacheSize', given.denyCacheSize ?? 10_000, 0)
+    this.denials = denyCacheSize > 0 ? new DenyCache(denyCacheSize) : undefined
     this.maxBatch = checkInteger(fail, 'redisStore.maxBatch', given.maxBatch ?? 500, 1)
     this.neverFullTtlMs = checkInteger(fail, 'redisStore.neverFullTtlMs', given.neverFullTtlMs ?? 86_400_000, 1)
     this.logIntervalMs = checkNumber(fail, 'redisStore.logIntervalMs', given.logIntervalMs ?? 10_000, 0)
@@ -236,10 +222,8 @@ export class RedisStore implements Store {
 
   consume (buckets: readonly BucketRequest[]): StoreDecision | Promise<StoreDecision> {
     const nowMs = this.now()
-    if (this.denyCacheSize > 0) {
-      const denial = this.cachedDenial(buckets, nowMs)
-      if (denial !== undefined) return denial
-    }
+    const denial = this.denials?.lookup(buckets, nowMs)
+    if (denial !== undefined) return denial
     if (this.breaker !== 'closed') {
       if (this.breaker === 'probing' || nowMs < this.probeAtMs) return this.degrade(buckets)
       this.breaker = 'probing' // this request's batch is the probe
@@ -261,7 +245,7 @@ export class RedisStore implements Store {
         .catch(() => {})
     }
     this.fallback.close()
-    this.denials.clear()
+    this.denials?.clear()
   }
 
   private key (key: string): string {
@@ -310,7 +294,8 @@ export class RedisStore implements Store {
         args.push(number, bucket.cost)
       }
     }
-    const now = this.testClock === undefined ? '' : this.testClock()
+    const sentMs = this.now()
+    const now = this.testClock === undefined ? '' : sentMs
     const fixedTtl = this.testClock === undefined ? '0' : '1'
     const head = [now, this.neverFullTtlMs, fixedTtl, batch.length]
     const call = this.cluster
@@ -320,15 +305,18 @@ export class RedisStore implements Store {
       .then((reply) => {
         const decisions = this.parse(reply, batch)
         this.succeeded()
-        const nowMs = this.now()
+        const receivedMs = this.now()
         batch.forEach((pending, i) => {
-          const decision = decisions[i] as StoreDecision
-          if (!decision.allowed && this.denyCacheSize > 0) this.remember(pending.buckets, decision, nowMs)
+          const { decision, refusal } = decisions[i] as { decision: StoreDecision, refusal: ScriptRefusal | undefined }
+          // In Redis's order: a refusal's states are kept, an admission's forgotten.
+          if (refusal === undefined) this.denials?.forget(pending.buckets)
+          else this.denials?.remember(pending.buckets, refusal, sentMs, receivedMs)
           pending.resolve(decision)
         })
       })
       .catch((error: unknown) => {
         this.failed(error)
+        for (const pending of batch) this.denials?.forget(pending.buckets) // the call may have run
         for (const pending of batch) {
           try {
             pending.resolve(this.degrade(pending.buckets))
@@ -339,7 +327,7 @@ export class RedisStore implements Store {
       })
   }
 
-  private parse (reply: unknown, batch: Pending[]): StoreDecision[] {
+  private parse (reply: unknown, batch: Pending[]): Array<{ decision: StoreDecision, refusal: ScriptRefusal | undefined }> {
     const values = reply as unknown[]
     let at = 0
     return batch.map(({ buckets }) => {
@@ -347,7 +335,11 @@ export class RedisStore implements Store {
       const retryAfterMs = parseNumber(values[at + 1])
       const tokens = buckets.map((_bucket, i) => parseNumber(values[at + 2 + i]))
       at += 2 + buckets.length
-      return { allowed, tokens, retryAfterMs }
+      const decision = { allowed, tokens, retryAfterMs }
+      if (allowed) return { decision, refusal: undefined }
+      const { refusal, next } = readRefusal(values, at, buckets.length)
+      at = next
+      return { decision, refusal }
     })
   }
 
@@ -403,35 +395,6 @@ export class RedisStore implements Store {
     this.log('warn', 'degraded', { failMode: 'local', headroom: this.fallbackHeadroom, liveReplicas: this.liveReplicas },
       'fastify-tollgate: Redis unavailable; enforcing this replica\'s share locally (failMode local)')
     return { ...this.fallback.consume(local), degraded: 'local', policies }
-  }
-
-  /** A refusal from the deny cache: the same buckets, each cost at least the refused one, before the retry time. */
-  private cachedDenial (buckets: readonly BucketRequest[], nowMs: number): StoreDecision | undefined {
-    const signature = denialSignature(buckets)
-    const denial = this.denials.get(signature)
-    if (denial === undefined) return undefined
-    if (nowMs >= denial.untilMs) {
-      this.denials.delete(signature)
-      return undefined
-    }
-    for (let i = 0; i < buckets.length; i++) {
-      if ((buckets[i] as BucketRequest).cost < (denial.costs[i] as number)) return undefined
-    }
-    return {
-      allowed: false,
-      tokens: buckets.map((bucket, i) => tokensAt({ tokens: denial.tokens[i] as number, lastMs: denial.atMs }, bucket.policy, nowMs)),
-      retryAfterMs: denial.untilMs - nowMs
-    }
-  }
-
-  private remember (buckets: readonly BucketRequest[], decision: StoreDecision, nowMs: number): void {
-    if (this.denials.size >= this.denyCacheSize) this.denials.clear()
-    this.denials.set(denialSignature(buckets), {
-      untilMs: nowMs + Math.min(decision.retryAfterMs, this.neverFullTtlMs),
-      atMs: nowMs,
-      costs: buckets.map((bucket) => bucket.cost),
-      tokens: decision.tokens
-    })
   }
 
   private async heartbeat (): Promise<void> {
