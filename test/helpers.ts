@@ -51,6 +51,11 @@ export interface TestApp {
 export async function buildApp (options: Omit<TollgateOptions, 'store'>, fastifyOptions: FastifyServerOptions = {}): Promise<TestApp> {
   const clock = manualClock()
   const store = memoryStore({ clock: clock.now })
+  return { app: await buildAppOn(store, options, fastifyOptions), store, clock }
+}
+
+/** `buildApp` on a store of your own (e.g. a Redis store on a manual clock). */
+export async function buildAppOn (store: Store, options: Omit<TollgateOptions, 'store'>, fastifyOptions: FastifyServerOptions = {}): Promise<FastifyInstance> {
   const app = Fastify(fastifyOptions)
   await app.register(tollgate, { ...options, store })
   await app.register(jwt, { secret: SECRET })
@@ -58,7 +63,7 @@ export async function buildApp (options: Omit<TollgateOptions, 'store'>, fastify
     if (request.headers.authorization === undefined) return
     try { await request.jwtVerify() } catch { /* anonymous */ }
   })
-  return { app, store, clock }
+  return app
 }
 
 /** Registers the plugin with `options` (unchecked), declares `routes`, and waits for `ready()`; closes the app either way. */

@@ -9,7 +9,8 @@
 import t, { type Test } from 'tap'
 import fc from 'fast-check'
 import Fastify from 'fastify'
-import tollgate, { consume, memoryStore, redisStore, type BucketPolicy, type BucketRequest, type BucketState, type Store, type StoreDecision } from '../lib/index.js'
+import { performance } from 'node:perf_hooks'
+import tollgate, { consume, memoryStore, redisStore, type BucketDecision, type BucketPolicy, type BucketRequest, type BucketState, type Store, type StoreDecision } from '../lib/index.js'
 import { requireRedis, startRedis } from './redis-server.js'
 
 const SEED_SETTING = process.env.TOLLGATE_PROPERTY_SEED
@@ -39,13 +40,41 @@ const dtArb = fc.oneof(
 /** A cost as a fraction of a bucket's capacity (0 to 1.2: some can never pass). */
 const costShareArb = fc.oneof(fc.double({ min: 0, max: 1.2, noNaN: true }), fc.constantFrom(0, 1, 0.5))
 
-interface Step { dt: number, buckets: Array<{ bucket: number, costShare: number }> }
+/** `tier` 1: the bucket's other policy (see `tieredArb`). */
+interface Step { dt: number, buckets: Array<{ bucket: number, costShare: number, tier?: number }> }
 
 /** Steps over `bucketCount` buckets; each step consumes 1 to 3 distinct buckets. */
 const stepsArb = (bucketCount: number, forwardOnly = false): fc.Arbitrary<Step[]> => fc.array(fc.record({
   dt: forwardOnly ? fc.integer({ min: 0, max: 3000 }) : dtArb,
   buckets: fc.uniqueArray(fc.record({ bucket: fc.integer({ min: 0, max: bucketCount - 1 }), costShare: costShareArb }), { minLength: 1, maxLength: Math.min(3, bucketCount), selector: (b) => b.bucket })
 }), { minLength: 1, maxLength: 60 })
+
+/**
+ * Bursts over `bucketCount` buckets: the same 1 to 3 buckets asked up to 8 times
+ * in a row (a client trying again), mostly at once, each time with new costs
+ * (0 to 1.2 capacities, by tenths: rising or not) and each bucket under either
+ * of its two policies (`tier`; the second one time in four).
+ */
+const burstsArb = (bucketCount: number): fc.Arbitrary<Step[]> => fc.array(fc.record({
+  chosen: fc.uniqueArray(fc.integer({ min: 0, max: bucketCount - 1 }), { minLength: 1, maxLength: Math.min(3, bucketCount) }),
+  tries: fc.array(fc.record({
+    dt: fc.oneof({ weight: 2, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: dtArb }),
+    buckets: fc.array(fc.record({ costShare: fc.integer({ min: 0, max: 12 }).map((tenths) => tenths / 10), tier: fc.oneof({ weight: 3, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.constant(1) }) }), { minLength: 3, maxLength: 3 })
+  }), { minLength: 1, maxLength: 8 })
+}), { minLength: 1, maxLength: 12 }).map((bursts) => bursts.flatMap(({ chosen, tries }) =>
+  tries.map(({ dt, buckets }) => ({ dt, buckets: chosen.map((bucket, k) => ({ bucket, ...buckets[k] as { costShare: number, tier: number } })) }))))
+
+/**
+ * One to three buckets, each with two policies (a user's tier before and after an
+ * upgrade, say): `policies` and `others`. `sameCapacity`: the two differ in refill only.
+ */
+const tieredArb = (policy: fc.Arbitrary<BucketPolicy>): fc.Arbitrary<{ policies: BucketPolicy[], others: BucketPolicy[], sameCapacity: boolean }> =>
+  fc.record({ policies: fc.array(policy, { minLength: 1, maxLength: 3 }), others: fc.array(policy, { minLength: 3, maxLength: 3 }), sameCapacity: fc.boolean() })
+    .map(({ policies, others, sameCapacity }) => ({
+      policies,
+      others: policies.map((policy, i) => ({ ...others[i] as BucketPolicy, ...(sameCapacity ? { capacity: policy.capacity } : {}) })),
+      sameCapacity
+    }))
 
 const costOf = (policy: BucketPolicy, share: number): number => Number((policy.capacity * share).toFixed(3))
 
@@ -117,9 +146,16 @@ t.test('the engine decides as the reference model, clock jumps included', async 
 
 // ------------------------------------------------------------ invariants, through a store
 
-/** A step as a store sees it: bucket `b` is the key `{p:<tag>}:b`. */
-const requestsOf = (policies: readonly BucketPolicy[], step: Step, tag: string): BucketRequest[] =>
-  step.buckets.map((b) => ({ key: `{p:${tag}}:${b.bucket}`, policy: policies[b.bucket] as BucketPolicy, cost: costOf(policies[b.bucket] as BucketPolicy, b.costShare) }))
+/** A step as a store sees it: bucket `b` is the key `{p:<tag>}:b`, under `others[b]` for tier 1. */
+const requestsOf = (policies: readonly BucketPolicy[], step: Step, tag: string, others: readonly BucketPolicy[] = []): BucketRequest[] =>
+  step.buckets.map((b) => {
+    const policy = (b.tier === 1 ? others[b.bucket] : policies[b.bucket]) as BucketPolicy
+    return { key: `{p:${tag}}:${b.bucket}`, policy, cost: costOf(policy, b.costShare) }
+  })
+
+/** Whether two decisions are the same to the bit. */
+const sameDecision = (a: BucketDecision, b: BucketDecision): boolean =>
+  a.allowed === b.allowed && a.retryAfterMs === b.retryAfterMs && a.tokens.length === b.tokens.length && a.tokens.every((tokens, k) => tokens === b.tokens[k])
 
 /** Runs steps through a store with a manual clock; returns each step's time, requests and decision. */
 async function runSteps (store: Store, setNow: (ms: number) => void, policies: readonly BucketPolicy[], steps: readonly Step[], tag: string): Promise<Array<{ at: number, requests: BucketRequest[], decision: StoreDecision }>> {
@@ -235,7 +271,8 @@ t.test('differential: the memory store and the Redis script decide alike on rand
   const server = await startRedis(t)
   const client = server.client(t)
   let now = 0
-  const redis = redisStore({ client, clock: () => now, heartbeatIntervalMs: 0, denyCacheSize: 0 })
+  // A generous timeoutMs: a busy machine must not turn a slow reply into a local decision.
+  const redis = redisStore({ client, clock: () => now, heartbeatIntervalMs: 0, timeoutMs: 5000, denyCacheSize: 0 })
   t.teardown(() => redis.close())
   let run = 0
   await holds(t, 'memory = Redis', fc.asyncProperty(fc.array(policyArb, { minLength: 1, maxLength: 4 }), fc.integer({ min: 0, max: 1e9 }), async (policies, seed) => {
@@ -244,10 +281,93 @@ t.test('differential: the memory store and the Redis script decide alike on rand
     const tag = `d${run++}`
     const fromMemory = await runSteps(memory.store, memory.set, policies, steps, tag)
     const fromRedis = await runSteps(redis, (ms) => { now = ms }, policies, steps, tag)
-    return fromMemory.every((entry, i) => {
-      const other = (fromRedis[i] as typeof entry).decision
-      return entry.decision.allowed === other.allowed && entry.decision.retryAfterMs === other.retryAfterMs &&
-        entry.decision.tokens.every((tokens, k) => tokens === other.tokens[k])
-    })
+    return fromMemory.every((entry, i) => sameDecision(entry.decision, (fromRedis[i] as typeof entry).decision))
   }), 60)
+})
+
+t.test('differential: with the deny cache on, Redis decides as without it and as memory, as tiers change and costs rise', async (t) => {
+  if (!requireRedis(t)) return
+  const server = await startRedis(t)
+  const client = server.client(t)
+  let now = 0
+  const clock = (): number => now
+  const cached = redisStore({ client, clock, heartbeatIntervalMs: 0, timeoutMs: 5000, prefix: 'cached:' })
+  const plain = redisStore({ client, clock, heartbeatIntervalMs: 0, timeoutMs: 5000, denyCacheSize: 0, prefix: 'plain:' })
+  t.teardown(async () => { await cached.close(); await plain.close() })
+  let run = 0
+  let fromCache = 0
+  await holds(t, 'deny cache on = off = memory', fc.asyncProperty(tieredArb(policyArb), fc.integer({ min: 0, max: 1e9 }), fc.context(), async ({ policies, others, sameCapacity }, seed, ctx) => {
+    const steps = fc.sample(burstsArb(policies.length), { seed, numRuns: 1 })[0] ?? []
+    const memory = memoryStore({ clock })
+    const tag = `t${run++}`
+    now = 1_000_000
+    try {
+      for (const [i, step] of steps.entries()) {
+        now += step.dt
+        const requests = requestsOf(policies, step, tag, others)
+        const answer = cached.consume(requests)
+        if (!(answer instanceof Promise)) fromCache++
+        const withCache = await answer
+        const without = await plain.consume(requests)
+        const inMemory = memory.consume(requests)
+        // A bucket full under one tier is deleted in Redis and kept in memory: alike only while the capacity stays.
+        if (!sameDecision(withCache, without) || (sameCapacity && !sameDecision(inMemory, without))) {
+          ctx.log(`step ${i}: ${JSON.stringify(requests)}: cached ${JSON.stringify(withCache)}, Redis ${JSON.stringify(without)}, memory ${JSON.stringify(inMemory)}`)
+          return false
+        }
+      }
+      return true
+    } finally {
+      memory.close()
+    }
+  }), 60)
+  t.ok(fromCache >= 100, `${fromCache} refusals answered by the deny cache`)
+})
+
+t.test('the deny cache never refuses what Redis would admit, nor gives an early wait: real time, keys that expire', async (t) => {
+  if (!requireRedis(t)) return
+  const server = await startRedis(t)
+  const client = server.client(t)
+  // Redis time: a bucket that never refills expires 40 ms after its last step.
+  const store = redisStore({ client, heartbeatIntervalMs: 0, timeoutMs: 5000, neverFullTtlMs: 40 })
+  t.teardown(() => store.close())
+  /** What Redis holds, read at once: its time (ms), then each key's "<tokens> <last ms>" ('' when absent). */
+  const read = `local time = redis.call('TIME')
+local out = { string.format('%.17g', tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000) }
+for i, k in ipairs(KEYS) do out[i + 1] = redis.call('GET', k) or '' end
+return out`
+  const realPolicyArb = fc.record({ capacity: fc.integer({ min: 1, max: 10 }), refillPerSecond: fc.constantFrom(0, 0, 0.5, 5, 40) })
+  const pausesArb = fc.array(fc.oneof({ weight: 3, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.integer({ min: 5, max: 50 }) }), { minLength: 20, maxLength: 20 })
+  let run = 0
+  let fromCache = 0
+  await holds(t, 'cached refusals are Redis refusals, with waits never early', fc.asyncProperty(tieredArb(realPolicyArb), pausesArb, fc.integer({ min: 0, max: 1e9 }), fc.context(), async ({ policies, others }, pauses, seed, ctx) => {
+    const steps = (fc.sample(burstsArb(policies.length), { seed, numRuns: 1 })[0] ?? []).slice(0, pauses.length)
+    const tag = `r${run++}`
+    for (const [i, step] of steps.entries()) {
+      if ((pauses[i] as number) > 0) await new Promise((resolve) => setTimeout(resolve, pauses[i]))
+      const requests = requestsOf(policies, step, tag, others)
+      // Redis can only give more from here on (refill, expiry): what it would admit now, it admits later.
+      const readAt = performance.now()
+      const [time, ...stored] = await client.eval(read, requests.length, ...requests.map((request) => `tollgate:${request.key}`)) as string[]
+      const states = stored.map((text): BucketState | undefined => {
+        const [tokens, lastMs] = text.split(' ').map(Number) as [number, number]
+        return text === '' ? undefined : { tokens, lastMs }
+      })
+      const truth = consume(states, requests.map((request) => request.policy), requests.map((request) => request.cost), Number(time))
+      const answer = store.consume(requests)
+      const answeredAt = performance.now()
+      if (answer instanceof Promise) {
+        await answer
+        continue
+      }
+      fromCache++
+      // The cache's retry moment must not come before the one Redis's state gives (read no earlier than readAt).
+      if (truth.allowed || answeredAt + answer.retryAfterMs < readAt + truth.retryAfterMs) {
+        ctx.log(`step ${i}: ${JSON.stringify(requests)}: cached ${JSON.stringify(answer)}, Redis held ${JSON.stringify(stored)}: ${JSON.stringify(truth)}`)
+        return false
+      }
+    }
+    return true
+  }), 30)
+  t.ok(fromCache >= 50, `${fromCache} refusals answered by the deny cache`)
 })

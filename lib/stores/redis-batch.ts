@@ -7,7 +7,9 @@
  */
 import type { BucketPolicy } from '../bucket.js'
 import type { BucketRequest, StoreDecision } from '../store.js'
+import { readRefusal, type ScriptRefusal } from './deny-cache.js'
 import type { RedisClientLike } from './redis.js'
+import { parseNumber } from './redis-script.js'
 
 /**
  * The bound on `maxBatch`. A script call holds Redis for its whole run: 10 000
@@ -110,11 +112,17 @@ export interface ScriptCallOptions {
   clock: (() => number) | undefined
 }
 
+/** One decision of a script call, and for a refusal what the deny cache keeps of it. */
+export interface ScriptDecision {
+  decision: StoreDecision
+  refusal: ScriptRefusal | undefined
+}
+
 /**
  * Calls the consume script for `batch`; resolves with one decision per entry, in
  * order. Anything that throws, the client included, rejects instead.
  */
-export async function callScript (options: ScriptCallOptions, batch: readonly Pending[]): Promise<StoreDecision[]> {
+export async function callScript (options: ScriptCallOptions, batch: readonly Pending[]): Promise<ScriptDecision[]> {
   const { client, command, cluster, prefix, neverFullTtlMs, clock } = options
   const keys: string[] = []
   const args: Array<string | number> = []
@@ -143,8 +151,8 @@ export async function callScript (options: ScriptCallOptions, batch: readonly Pe
   return parseReply(reply, batch)
 }
 
-/** The script's reply, one decision per entry of `batch`. */
-function parseReply (reply: unknown, batch: readonly Pending[]): StoreDecision[] {
+/** The script's reply, one decision per entry of `batch` (layout in redis-script.ts). */
+function parseReply (reply: unknown, batch: readonly Pending[]): ScriptDecision[] {
   const values = reply as unknown[]
   let at = 0
   return batch.map(({ buckets }) => {
@@ -152,14 +160,10 @@ function parseReply (reply: unknown, batch: readonly Pending[]): StoreDecision[]
     const retryAfterMs = parseNumber(values[at + 1])
     const tokens = buckets.map((_bucket, i) => parseNumber(values[at + 2 + i]))
     at += 2 + buckets.length
-    return { allowed, tokens, retryAfterMs }
+    const decision = { allowed, tokens, retryAfterMs }
+    if (allowed) return { decision, refusal: undefined }
+    const { refusal, next } = readRefusal(values, at, buckets.length)
+    at = next
+    return { decision, refusal }
   })
-}
-
-/** Parses a number the script formatted with %.17g (`inf` included); throws on anything else. */
-export function parseNumber (text: unknown): number {
-  if (text === 'inf') return Infinity
-  const value = Number(text)
-  if (Number.isNaN(value)) throw new Error(`fastify-tollgate: unexpected reply from the Redis script: ${String(text)}`)
-  return value
 }

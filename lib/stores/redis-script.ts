@@ -14,7 +14,11 @@
  *       then per bucket: its policy's number (from 1) and its cost.
  * Returns, per decision: '1' or '0' (allowed), the retry in ms, then the tokens of
  * each bucket after the step; all as strings, since ioredis 6 speaks RESP3 and a
- * Lua number would come back truncated to an integer.
+ * Lua number would come back truncated to an integer. A refused decision is
+ * followed, for the deny cache (deny-cache.ts), by the time `now` (ms), then per
+ * bucket its state and how long its key lives yet, as "<tokens> <last ms> <ttl ms>"
+ * ('' when absent, i.e. full; ttl 'inf' for a key without one): the only work
+ * the script does for the cache is a PTTL per present key of a refusal.
  * A bucket is stored as the string "<tokens> <last ms>", with a PX TTL of its time
  * until full, at most 2^53 − 1 ms (285 000 years); a bucket that is full is deleted
  * (an absent bucket is a full one).
@@ -125,18 +129,33 @@ for _ = 1, decisions do
       local k = keys[key + i - 1]
       if ttl <= 0 then seen[k] = false else seen[k] = { left, now } end
       if writes[k] == nil then order[#order + 1] = k end
-      -- The TTL goes as an integer string: redis.call would print a large number with an exponent.
-      if ttl <= 0 then writes[k] = false else writes[k] = { texts[i] .. ' ' .. nowText, string.format('%.0f', ttl) } end
+      if ttl <= 0 then writes[k] = false else writes[k] = { texts[i] .. ' ' .. nowText, ttl } end
     end
   end
   out[#out + 1] = allowed and '1' or '0'
   out[#out + 1] = fmt(retry)
   for i = 1, count do out[#out + 1] = texts[i] or fmt(tokens[i]) end
+  if not allowed then
+    -- For the deny cache: each bucket's state as read, and its key's TTL (a pending write's, if any).
+    out[#out + 1] = nowText
+    for i = 1, count do
+      local k = keys[key + i - 1]
+      local stored = seen[k]
+      if stored then
+        local ttl = writes[k] and writes[k][2] or redis.call('PTTL', k)
+        if ttl < 0 then ttl = math.huge end
+        out[#out + 1] = fmt(stored[1]) .. ' ' .. fmt(stored[2]) .. ' ' .. fmt(ttl)
+      else
+        out[#out + 1] = ''
+      end
+    end
+  end
   key = key + count
 end
+-- The TTL goes as an integer string: redis.call would print a large number with an exponent.
 for _, k in ipairs(order) do
   local write = writes[k]
-  if write then redis.call('SET', k, write[1], 'PX', write[2]) else redis.call('DEL', k) end
+  if write then redis.call('SET', k, write[1], 'PX', string.format('%.0f', write[2])) else redis.call('DEL', k) end
 end
 return out
 `
@@ -169,3 +188,11 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
 redis.call('PEXPIRE', KEYS[1], window)
 return tostring(redis.call('ZCARD', KEYS[1]))
 `
+
+/** Parses a number the script formatted with %.17g (`inf` included); throws on anything else. */
+export function parseNumber (text: unknown): number {
+  if (text === 'inf') return Infinity
+  const value = Number(text)
+  if (Number.isNaN(value)) throw new Error(`fastify-tollgate: unexpected reply from the Redis script: ${String(text)}`)
+  return value
+}

@@ -10,7 +10,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
-import { tokensAt, type BucketPolicy } from '../bucket.js'
+import type { BucketPolicy } from '../bucket.js'
 import { StoreUnavailableError } from '../errors.js'
 import type { BucketRequest, Store, StoreDecision, StoreLogger } from '../store.js'
 import {
@@ -20,8 +20,9 @@ import { withTimeout } from './bounded-wait.js'
 import { CircuitBreaker, type BreakerState } from './circuit-breaker.js'
 import { clusterSlot } from './cluster-slot.js'
 import { MemoryStore } from './memory.js'
-import { callScript, MAX_BATCH, MicroBatcher, parseNumber, type Pending, type ScriptCall, type ScriptCallOptions } from './redis-batch.js'
-import { CONSUME_SCRIPT, CONSUME_SCRIPT_CLUSTER, HEARTBEAT_SCRIPT } from './redis-script.js'
+import { DenyCache } from './deny-cache.js'
+import { callScript, MAX_BATCH, MicroBatcher, type Pending, type ScriptCall, type ScriptDecision, type ScriptCallOptions } from './redis-batch.js'
+import { CONSUME_SCRIPT, CONSUME_SCRIPT_CLUSTER, HEARTBEAT_SCRIPT, parseNumber } from './redis-script.js'
 
 /** What to do when Redis cannot answer in time. */
 export type FailMode = 'open' | 'closed' | 'local'
@@ -87,13 +88,6 @@ export interface RedisStoreOptions {
   clock?: (() => number) | undefined
 }
 
-interface Denial {
-  untilMs: number
-  atMs: number
-  costs: number[]
-  tokens: number[]
-}
-
 const CONSUME_COMMAND = 'tollgateConsume'
 const CONSUME_CLUSTER_COMMAND = 'tollgateConsumeCluster'
 const HEARTBEAT_COMMAND = 'tollgateHeartbeat'
@@ -106,11 +100,6 @@ const OPTION_KEYS = [
 const ignore = (): void => {}
 const silent: StoreLogger = { info: ignore, warn: ignore, error: ignore }
 
-/** The deny cache's key for a step: its bucket keys. */
-function denialSignature (buckets: readonly BucketRequest[]): string {
-  return buckets.length === 1 ? (buckets[0] as BucketRequest).key : buckets.map((bucket) => bucket.key).join('\n')
-}
-
 export class RedisStore implements Store {
   readonly quotaShare = 1
   readonly prefix: string
@@ -119,7 +108,6 @@ export class RedisStore implements Store {
   private readonly heartbeatCommand: ScriptCall
   private readonly timeoutMs: number
   private readonly fallbackHeadroom: number
-  private readonly denyCacheSize: number
   private readonly neverFullTtlMs: number
   private readonly logIntervalMs: number
   private readonly connectWaitMs: number
@@ -137,7 +125,8 @@ export class RedisStore implements Store {
   /** Live replicas, from the heartbeat. */
   liveReplicas: number
   private readonly fallback: MemoryStore
-  private readonly denials = new Map<string, Denial>()
+  /** The deny cache; `undefined` when `denyCacheSize` is 0. */
+  private readonly denials: DenyCache | undefined
 
   constructor (options: RedisStoreOptions) {
     const fail = failOption
@@ -162,7 +151,8 @@ export class RedisStore implements Store {
     this.heartbeatIntervalMs = checkTimer(fail, 'redisStore.heartbeatIntervalMs', given.heartbeatIntervalMs ?? 2000, 0, true)
     const breakerThreshold = checkInteger(fail, 'redisStore.breakerThreshold', given.breakerThreshold ?? 3, 1)
     const probeIntervalMs = checkTimer(fail, 'redisStore.probeIntervalMs', given.probeIntervalMs ?? 1000, 1)
-    this.denyCacheSize = checkInteger(fail, 'redisStore.denyCacheSize', given.denyCacheSize ?? 10_000, 0)
+    const denyCacheSize = checkInteger(fail, 'redisStore.denyCacheSize', given.denyCacheSize ?? 10_000, 0)
+    this.denials = denyCacheSize > 0 ? new DenyCache(denyCacheSize) : undefined
     const maxBatch = checkInteger(fail, 'redisStore.maxBatch', given.maxBatch ?? 500, 1, MAX_BATCH)
     this.neverFullTtlMs = checkInteger(fail, 'redisStore.neverFullTtlMs', given.neverFullTtlMs ?? 86_400_000, 1)
     this.logIntervalMs = checkNumber(fail, 'redisStore.logIntervalMs', given.logIntervalMs ?? 10_000, 0)
@@ -235,10 +225,8 @@ export class RedisStore implements Store {
 
   consume (buckets: readonly BucketRequest[]): StoreDecision | Promise<StoreDecision> {
     const nowMs = this.now()
-    if (this.denyCacheSize > 0) {
-      const denial = this.cachedDenial(buckets, nowMs)
-      if (denial !== undefined) return denial
-    }
+    const denial = this.denials?.lookup(buckets, nowMs)
+    if (denial !== undefined) return denial
     if (!this.breaker.allows(nowMs)) return this.degrade(buckets)
     return this.batcher.add(buckets)
   }
@@ -251,7 +239,7 @@ export class RedisStore implements Store {
         .catch(() => {})
     }
     this.fallback.close()
-    this.denials.clear()
+    this.denials?.clear()
   }
 
   private key (key: string): string {
@@ -266,16 +254,19 @@ export class RedisStore implements Store {
 
   /** Settles `batch` with the script's answer, or by `failMode` when Redis did not answer within `timeoutMs`. */
   private send (batch: Pending[]): void {
+    const sentMs = this.now()
     withTimeout(callScript(this.script, batch), this.timeoutMs)
       .then((decisions) => {
         if (this.breaker.succeeded()) {
           this.lastLogged.clear()
           this.logger.info({ store: 'redis' }, 'fastify-tollgate: Redis answers again; shared quotas restored')
         }
-        const nowMs = this.now()
+        const receivedMs = this.now()
         batch.forEach((pending, i) => {
-          const decision = decisions[i] as StoreDecision
-          if (!decision.allowed && this.denyCacheSize > 0) this.remember(pending.buckets, decision, nowMs)
+          const { decision, refusal } = decisions[i] as ScriptDecision
+          // In Redis's order: a refusal's states are kept, an admission's forgotten.
+          if (refusal === undefined) this.denials?.forget(pending.buckets)
+          else this.denials?.remember(pending.buckets, refusal, sentMs, receivedMs)
           pending.resolve(decision)
         })
       })
@@ -283,6 +274,7 @@ export class RedisStore implements Store {
         this.breaker.failed(this.now())
         this.log('error', 'redis-failed', { err: error, failMode: this.failMode, breaker: this.breaker.state },
           'fastify-tollgate: Redis call failed; deciding by failMode')
+        for (const pending of batch) this.denials?.forget(pending.buckets) // the call may have run
         for (const pending of batch) {
           try {
             pending.resolve(this.degrade(pending.buckets))
@@ -315,35 +307,6 @@ export class RedisStore implements Store {
     this.log('warn', 'degraded', { failMode: 'local', headroom: this.fallbackHeadroom, liveReplicas: this.liveReplicas },
       'fastify-tollgate: Redis unavailable; enforcing this replica\'s share locally (failMode local)')
     return { ...this.fallback.consume(local), degraded: 'local', policies }
-  }
-
-  /** A refusal from the deny cache: the same buckets, each cost at least the refused one, before the retry time. */
-  private cachedDenial (buckets: readonly BucketRequest[], nowMs: number): StoreDecision | undefined {
-    const signature = denialSignature(buckets)
-    const denial = this.denials.get(signature)
-    if (denial === undefined) return undefined
-    if (nowMs >= denial.untilMs) {
-      this.denials.delete(signature)
-      return undefined
-    }
-    for (let i = 0; i < buckets.length; i++) {
-      if ((buckets[i] as BucketRequest).cost < (denial.costs[i] as number)) return undefined
-    }
-    return {
-      allowed: false,
-      tokens: buckets.map((bucket, i) => tokensAt({ tokens: denial.tokens[i] as number, lastMs: denial.atMs }, bucket.policy, nowMs)),
-      retryAfterMs: denial.untilMs - nowMs
-    }
-  }
-
-  private remember (buckets: readonly BucketRequest[], decision: StoreDecision, nowMs: number): void {
-    if (this.denials.size >= this.denyCacheSize) this.denials.clear()
-    this.denials.set(denialSignature(buckets), {
-      untilMs: nowMs + Math.min(decision.retryAfterMs, this.neverFullTtlMs),
-      atMs: nowMs,
-      costs: buckets.map((bucket) => bucket.cost),
-      tokens: decision.tokens
-    })
   }
 
   private async heartbeat (): Promise<void> {

@@ -1,0 +1,142 @@
+/**
+ * The Redis store's deny cache: after Redis refuses a request, the same buckets
+ * are decided locally, with no Redis call, for as long as the answer is surely a
+ * refusal that Redis would give too.
+ *
+ * What it keeps, per bucket key, is the bucket's state as the refusal read it in
+ * Redis (tokens and last step, both in ms; not the refused cost), the policy it
+ * was read under, and how long the key lives yet. A later request whose every
+ * bucket is known, under the same policies, is then decided by the engine
+ * (`bucket.ts`) on those states:
+ * - it is refused only if a bucket is short even as early as the refusal can have
+ *   been decided (the moment the call was sent), so never where Redis would admit;
+ * - its retry time and tokens are computed as late as it can have been decided
+ *   (the moment the reply came back), so the retry time is never early;
+ * - a bucket whose key may have expired by now (a full bucket again) is not known.
+ *
+ * Only this process's replies update it, in Redis's order: a refusal replaces the
+ * states of its buckets, an admission (or a call that failed, and so may have run)
+ * forgets them. Requests decided meanwhile for the same keys elsewhere (another
+ * replica, or a call still in flight) can take tokens, as they can after any
+ * refusal. One under another policy (another replica's tier for the same user)
+ * can also leave more tokens than a kept state counts; the cache then refuses
+ * at most until that state's bucket refills to the cost or its key expires.
+ */
+import { consume, consumeOne, tokensAt, type BucketDecision, type BucketPolicy, type BucketState } from '../bucket.js'
+import type { BucketRequest } from '../store.js'
+import { parseNumber } from './redis-script.js'
+
+/** What the script tells about a refusal, beyond the decision (see redis-script.ts). */
+export interface ScriptRefusal {
+  /** The script's time when it decided (ms, Redis `TIME` or the test clock). */
+  atMs: number
+  /** Per bucket, its stored state and its key's remaining TTL; `undefined` when absent (full). */
+  buckets: Array<{ tokens: number, lastMs: number, ttlMs: number } | undefined>
+}
+
+/**
+ * Reads the refusal details that follow a refused decision in the script's reply,
+ * from `values[at]`: the time, then one `"<tokens> <last ms> <ttl ms>"` (or `''`)
+ * per bucket. Returns them and the index after them.
+ */
+export function readRefusal (values: readonly unknown[], at: number, count: number): { refusal: ScriptRefusal, next: number } {
+  const buckets: ScriptRefusal['buckets'] = []
+  for (let i = 0; i < count; i++) {
+    const text = values[at + 1 + i]
+    if (text === '') {
+      buckets.push(undefined)
+      continue
+    }
+    const [tokens, lastMs, ttlMs] = String(text).split(' ').map(parseNumber) as [number, number, number]
+    buckets.push({ tokens, lastMs, ttlMs })
+  }
+  return { refusal: { atMs: parseNumber(values[at]), buckets }, next: at + 1 + count }
+}
+
+interface Entry {
+  policy: BucketPolicy
+  /** The state with its last step moved as early as the refusal can have been decided (store clock); `undefined`: full. */
+  early: BucketState | undefined
+  /** The same state moved as late as it can have been decided (store clock). */
+  late: BucketState | undefined
+  /** Until when (store clock, ms) the key surely exists; `Infinity` for an absent key or a key without TTL. */
+  untilMs: number
+}
+
+const samePolicy = (a: BucketPolicy, b: BucketPolicy): boolean =>
+  a === b || (a.capacity === b.capacity && a.refillPerSecond === b.refillPerSecond)
+
+export class DenyCache {
+  private readonly entries = new Map<string, Entry>()
+
+  /** `maxSize`: most bucket states kept (≥ 1); all are dropped when it is reached. */
+  constructor (private readonly maxSize: number) {}
+
+  /** Bucket states kept now. */
+  get size (): number {
+    return this.entries.size
+  }
+
+  /**
+   * The decision for `buckets` at `nowMs` (store clock) if it is surely a refusal
+   * Redis would give: every bucket known under the same policy, one of them short.
+   * `undefined` otherwise: ask Redis.
+   */
+  lookup (buckets: readonly BucketRequest[], nowMs: number): BucketDecision | undefined {
+    if (this.entries.size === 0) return undefined
+    const count = buckets.length
+    const late: Array<BucketState | undefined> = []
+    let short = false
+    for (let i = 0; i < count; i++) {
+      const bucket = buckets[i] as BucketRequest
+      const entry = this.entries.get(bucket.key)
+      if (entry === undefined || !samePolicy(entry.policy, bucket.policy)) return undefined
+      if (nowMs >= entry.untilMs) {
+        this.entries.delete(bucket.key)
+        return undefined
+      }
+      if (!short) short = tokensAt(entry.early, bucket.policy, nowMs) < bucket.cost
+      late.push(entry.late)
+    }
+    if (!short) return undefined
+    // Short as early as it can be, so short as late too: a refusal, with the later (never early) wait.
+    if (count === 1) {
+      const bucket = buckets[0] as BucketRequest
+      return consumeOne(late[0], bucket.policy, bucket.cost, nowMs)
+    }
+    return consume(late, buckets.map((bucket) => bucket.policy), buckets.map((bucket) => bucket.cost), nowMs)
+  }
+
+  /**
+   * Keeps the states a refusal read. `sentMs` and `receivedMs` (store clock) are
+   * when the call went out and when its reply came back: Redis decided in between.
+   */
+  remember (buckets: readonly BucketRequest[], refusal: ScriptRefusal, sentMs: number, receivedMs: number): void {
+    if (buckets.length > this.maxSize) return
+    if (this.entries.size + buckets.length > this.maxSize) this.entries.clear()
+    // From the script's clock to the store's: as early, and as late, as the decision can have been.
+    const toEarly = sentMs - refusal.atMs
+    const toLate = receivedMs - refusal.atMs
+    buckets.forEach((bucket, i) => {
+      const state = refusal.buckets[i]
+      this.entries.set(bucket.key, state === undefined
+        ? { policy: bucket.policy, early: undefined, late: undefined, untilMs: Infinity }
+        : {
+            policy: bucket.policy,
+            early: { tokens: state.tokens, lastMs: state.lastMs + toEarly },
+            late: { tokens: state.tokens, lastMs: state.lastMs + toLate },
+            untilMs: sentMs + state.ttlMs
+          })
+    })
+  }
+
+  /** Drops the states of `buckets`: Redis admitted them (or may have). */
+  forget (buckets: readonly BucketRequest[]): void {
+    if (this.entries.size === 0) return
+    for (const bucket of buckets) this.entries.delete(bucket.key)
+  }
+
+  clear (): void {
+    this.entries.clear()
+  }
+}
