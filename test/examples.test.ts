@@ -4,7 +4,6 @@
  */
 import t, { type Test } from 'tap'
 import { spawn } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
 import type { FastifyInstance, InjectOptions } from 'fastify'
 import { EXAMPLES, type Example } from '../examples/example.js'
 import { example as server } from '../examples/server.js'
@@ -19,6 +18,7 @@ import { buildRedisServer } from '../examples/redis.js'
 import { buildClusterServer } from '../examples/redis-cluster.js'
 import { requireRedis, startCluster, startRedis } from './redis-server.js'
 import { count, manualClock, statuses } from './helpers.js'
+import { RUN, runExample } from './run-example.js'
 
 async function start (t: Test, example: Example, env: NodeJS.ProcessEnv = {}) {
   const clock = manualClock()
@@ -152,24 +152,6 @@ t.test('redis-cluster: two replicas share one quota on a 3-master cluster', asyn
   }
 })
 
-// Each example as `npm run example <name>` runs it: it starts, answers, and limits over HTTP.
-const RUN = fileURLToPath(new URL('../examples/run.js', import.meta.url))
-
-async function run (t: Test, name: string, env: NodeJS.ProcessEnv = {}): Promise<string> {
-  const child = spawn(process.execPath, [RUN, name], { env: { ...process.env, PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
-  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
-  t.teardown(async () => { child.kill('SIGTERM'); await exited })
-  return new Promise<string>((resolve, reject) => {
-    let output = ''
-    child.stdout.on('data', (chunk: Buffer) => {
-      output += String(chunk)
-      const match = /listening on (http:\/\/\S+)/.exec(output)
-      if (match !== null && output.includes('Press Ctrl+C')) resolve(match[1] as string)
-    })
-    void exited.then((code) => { reject(new Error(`${name} exited with ${String(code)}: ${output}`)) })
-  })
-}
-
 /**
  * Sends `times` requests at once, so that on a busy machine the bucket does not
  * refill while they arrive; returns their statuses. (The exact counts, over
@@ -221,7 +203,7 @@ t.test('every example starts with `npm run example <name>`, answers, and limits'
           ? { REDIS_URL: `redis://127.0.0.1:${(await startRedis(t)).port}` }
           : { REDIS_CLUSTER: (await startCluster(t)).ports.map((port) => `127.0.0.1:${port}`).join(',') }
       }
-      const url = await run(t, name, env)
+      const { url } = await runExample(t, name, env)
       const { statuses, passes } = await probes[name](url)
       t.ok(count(statuses, 200) >= passes, `at least ${passes} pass (${count(statuses, 200)} of ${statuses.length})`)
       t.ok(count(statuses, 429) >= 1, `and the limit answers 429 (${count(statuses, 429)})`)
