@@ -23,7 +23,7 @@ export async function buildServer ({ store = memoryStore(), logger = false }: De
   // 1. The plugin first, so its edge hook is the first onRequest hook.
   await app.register(tollgate, {
     store,
-    edge: { capacity: 100, refillPerSecond: 50 }, // per client IP, before auth
+    edge: { capacity: 400, refillPerSecond: 100 }, // per client IP, before auth: a flood guard above any one user's tier
     app: {
       tiers: {
         default: { capacity: 20, refillPerSecond: 5 },

@@ -18,6 +18,7 @@ import { spawn } from 'node:child_process'
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
+import type { FastifyInstance } from 'fastify'
 import { freePort, requireRedis, startRedis } from './redis-server.js'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
@@ -143,4 +144,27 @@ t.test('README: every complete ts block runs as pasted, closes, and the process 
       await check(t, block, { REDIS_URL: `redis://127.0.0.1:${(await startRedis(t)).port}` }, 'on a live Redis')
     })
   }
+})
+
+t.test('README usage: one VIP user alone on an address meets their own quota, not the edge', async (t) => {
+  const usage = checked.find((block) => block.section === 'Usage')
+  if (usage === undefined) return t.fail('README has a Usage block')
+  process.env.JWT_SECRET ??= SECRET
+  process.env.PORT ??= '0'
+  const { app } = await import(pathToFileURL(emitted(usage)).href) as { app: FastifyInstance }
+  t.teardown(() => app.close())
+  const authorization = `Bearer ${app.jwt.sign({ sub: 'victor', tier: 'vip' })}`
+  let passed = 0
+  let refused
+  for (let i = 0; i < 1000 && refused === undefined; i++) {
+    const response = await app.inject({ url: '/', headers: { authorization } })
+    if (response.statusCode === 200) passed++
+    else refused = response
+  }
+  if (refused === undefined) return t.fail('the VIP tier refuses at some point')
+  t.equal(refused.statusCode, 429)
+  t.match(refused.headers['ratelimit'], /"app";r=0;/, `the refusal is the VIP's own bucket: ${String(refused.headers['ratelimit'])}`)
+  t.notMatch(refused.headers['ratelimit'], /"edge";r=0;/, 'not the edge')
+  const vip = /"app";q=(\d+)/.exec(String(refused.headers['ratelimit-policy']))
+  t.ok(passed >= Number(vip?.[1]), `the VIP's whole burst passed first (${passed}, capacity ${String(vip?.[1])})`)
 })
