@@ -16,7 +16,7 @@ import { example as replicaShare } from '../examples/replica-share.js'
 import { example as problemJson } from '../examples/problem-json.js'
 import { buildRedisServer } from '../examples/redis.js'
 import { buildClusterServer } from '../examples/redis-cluster.js'
-import { requireRedis, startCluster, startRedis } from './redis-server.js'
+import { freePort, requireRedis, startCluster, startRedis } from './redis-server.js'
 import { count, manualClock, statuses } from './helpers.js'
 import { RUN, runExample } from './run-example.js'
 
@@ -135,6 +135,11 @@ t.test('redis: two replicas share one quota', async (t) => {
   const exportOn = async (app: FastifyInstance) => (await app.inject({ method: 'POST', url: '/export', headers: { authorization } })).statusCode
   t.same([await exportOn(replicas[0]), await exportOn(replicas[1]), await exportOn(replicas[0])], [200, 200, 429], '20 tokens shared: two exports in all')
   t.equal((await redis.client(t).keys('tollgate:{user:alice}:*')).length, 2, 'the user and route buckets live in Redis')
+})
+
+t.test('redis: the app closes while Redis is away (the client is disconnected, not quit)', async (t) => {
+  const app = await buildRedisServer(`redis://127.0.0.1:${await freePort()}`) // nothing listens there
+  await t.resolves(app.close())
 })
 
 t.test('redis-cluster: two replicas share one quota on a 3-master cluster', async (t) => {

@@ -6,7 +6,10 @@
  *   unused names allowed), 'fastify-tollgate' being this package as built in dist/;
  * - each one then runs as pasted in its own process (with JWT_SECRET, PORT=0 and a
  *   REDIS_URL in the environment), its `app` is closed, and the process exits by
- *   itself with nothing on stderr.
+ *   itself with nothing on stderr;
+ * - the lines `npm start` and `npm run example redis` print under "Try it:",
+ *   sent in order with fetch as bash and curl would, give the statuses their
+ *   comments print.
  *
  * A block that is deliberately partial is marked on the line before its fence with
  * `<!-- readme-test: skip -->` (not checked) or `<!-- readme-test: compile-only -->`
@@ -20,6 +23,7 @@ import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import type { FastifyInstance } from 'fastify'
 import { freePort, requireRedis, startRedis } from './redis-server.js'
+import { runExample } from './run-example.js'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 /** Inside the package, so that 'fastify-tollgate' resolves to the package itself (dist/) as it does for a user. */
@@ -167,4 +171,152 @@ t.test('README usage: one VIP user alone on an address meets their own quota, no
   t.notMatch(refused.headers['ratelimit'], /"edge";r=0;/, 'not the edge')
   const vip = /"app";q=(\d+)/.exec(String(refused.headers['ratelimit-policy']))
   t.ok(passed >= Number(vip?.[1]), `the VIP's whole burst passed first (${passed}, capacity ${String(vip?.[1])})`)
+})
+
+// ------------------------------------------------------------ example banners
+
+/** What one banner line gave, and what its comment says it gives. */
+interface LineResult { line: string, statuses: number[], expected: string | undefined }
+
+/** The lines an example prints under "Try it:", without their indent; a blank line separates steps. */
+function tryIt (banner: string): string[][] {
+  const from = banner.indexOf('\nTry it:\n')
+  const to = banner.indexOf('\nPress Ctrl+C')
+  const lines = banner.slice(from + '\nTry it:\n'.length, to).trimEnd().split('\n').map((line) => line.replace(/^ {2}/, ''))
+  const steps: string[][] = [[]]
+  for (const line of lines) {
+    if (line.trim() === '') steps.push([])
+    else steps.at(-1)?.push(line)
+  }
+  return steps
+}
+
+/**
+ * A status expectation at the start of a comment: status codes and `…` (the
+ * code before it, any number of times more), up to a `:`, a `,` or the end.
+ */
+function expectation (comment: string): string | undefined {
+  return /^((?:\d{3}|…)(?: (?:\d{3}|…))*)(?=$|[:,])/.exec(comment)?.[1]
+}
+
+/** Whether statuses match an expectation such as `200 200 429` or `200 … 429 …`. */
+function meets (expected: string, statuses: number[]): boolean {
+  let pattern = ''
+  let previous = ''
+  for (const token of expected.split(' ')) {
+    if (token === '…') pattern += `(?: ${previous})*`
+    else pattern += `${pattern === '' ? '' : ' '}${token}`
+    previous = token === '…' ? previous : token
+  }
+  return new RegExp(`^${pattern}$`).test(statuses.join(' '))
+}
+
+/** Shell words, with `$NAME` expanded outside single quotes. */
+function words (text: string, vars: Map<string, string>): string[] {
+  const expand = (s: string): string => s.replace(/\$(\w+)|\$\{(\w+)\}/g, (_, a?: string, b?: string) => vars.get(a ?? b ?? '') ?? '')
+  return [...text.matchAll(/'([^']*)'|"([^"]*)"|(\S+)/g)].map(([, single, double, bare]) => single ?? expand(double ?? bare ?? ''))
+}
+
+/** One `curl` command, sent with fetch; returns the status. */
+async function curl (command: string, vars: Map<string, string>): Promise<number> {
+  const args = words(command, vars).slice(1)
+  let url: string | undefined
+  let method = 'GET'
+  const headers: Record<string, string> = {}
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] as string
+    if (arg === '-i' || arg === '-s' || arg === '-si') continue
+    else if (arg === '-o' || arg === '-w') i++
+    else if (arg === '-X') method = args[++i] as string
+    else if (arg === '-H') {
+      const [name = '', ...value] = (args[++i] as string).split(':')
+      headers[name.trim()] = value.join(':').trim()
+    } else if (/^https?:\/\//.test(arg)) url = arg
+    else throw new Error(`a curl argument this test does not know: ${arg} in ${command}`)
+  }
+  if (url === undefined) throw new Error(`no URL in ${command}`)
+  const response = await fetch(url, { method, headers })
+  await response.arrayBuffer()
+  return response.status
+}
+
+/** Runs a step's lines in order, as bash would (the forms the banners use); returns what each request line gave. */
+async function runLines (lines: string[], vars: Map<string, string>): Promise<LineResult[]> {
+  const results: LineResult[] = []
+  for (const line of lines) {
+    if (line.trimStart().startsWith('#')) continue
+    const [, command = '', comment = ''] = /^(.*?)(?:; echo)?(?:\s+#\s(.*))?$/.exec(line) ?? []
+    const token = /^(\w+)=\$\(curl -s '([^']+)' \| node -pe '.*\.token'\)$/.exec(command)
+    const loop = /^for (\w+) in (.+?); do (curl .+?); done(?:; echo)?$/.exec(command)
+    if (token !== null) {
+      const { token: value } = await (await fetch(token[2] as string)).json() as { token: string }
+      vars.set(token[1] as string, value)
+      continue
+    }
+    const statuses: number[] = []
+    if (loop !== null) {
+      const [, name = '', list = '', body = ''] = loop
+      const seq = /^\$\(seq (\d+)\)$/.exec(list)
+      const items = seq === null ? words(list, vars) : Array.from({ length: Number(seq[1]) }, (_, i) => String(i + 1))
+      for (const item of items) {
+        vars.set(name, item)
+        statuses.push(await curl(body, vars))
+      }
+    } else if (command.startsWith('curl ')) {
+      statuses.push(await curl(command, vars))
+    } else {
+      throw new Error(`a banner line this test does not know how to run: ${line}`)
+    }
+    results.push({ line, statuses, expected: expectation(comment) })
+  }
+  return results
+}
+
+function checkLines (t: Test, results: LineResult[]): void {
+  t.ok(results.length > 0, 'lines that send requests')
+  for (const { line, statuses, expected } of results) {
+    if (expected === undefined) t.fail(`prints the statuses it gives: ${line}`)
+    else t.ok(meets(expected, statuses), `prints ${expected}, gives ${statuses.join(' ')}: ${line}`)
+  }
+}
+
+t.test('the expectation grammar of the banners', async (t) => {
+  t.equal(expectation('200 200 429'), '200 200 429')
+  t.equal(expectation('200, RateLimit headers'), '200')
+  t.equal(expectation('200 … 429 …: no token'), '200 … 429 …')
+  t.equal(expectation('VIP: a larger quota'), undefined)
+  t.ok(meets('200 200 429', [200, 200, 429]))
+  t.notOk(meets('200 200 429', [200, 429, 429]))
+  t.ok(meets('200 … 429 …', [200, 200, 200, 429, 429]))
+  t.ok(meets('200 … 429 …', [200, 429]))
+  t.notOk(meets('200 … 429 …', [429, 429]))
+  t.notOk(meets('200 … 429 …', [200, 429, 200]))
+})
+
+t.test('npm start: the lines it prints, pasted as one block, give what they print', async (t) => {
+  const { banner } = await runExample(t, 'server')
+  const steps = tryIt(banner)
+  t.equal(steps.length, 1, 'one block')
+  checkLines(t, await runLines(steps[0] ?? [], new Map()))
+})
+
+t.test('npm run example redis: says which Redis it uses, how to start a second replica, and the two share one quota', async (t) => {
+  if (!requireRedis(t)) return
+  const redisUrl = `redis://127.0.0.1:${(await startRedis(t)).port}`
+  const first = await runExample(t, 'redis', { REDIS_URL: redisUrl })
+  const [here = [], ...next] = tryIt(first.banner)
+  const vars = new Map<string, string>()
+  checkLines(t, await runLines(here, vars))
+
+  const both = next.flat()
+  const start = both.map((line) => /REDIS_URL=(\S+) PORT=(\d+) npm run example redis/.exec(line)).find((match) => match !== null)
+  if (start === undefined || start === null) return t.fail(`tells how to start a second replica:\n${first.banner}`)
+  const [, url = '', port = ''] = start
+  t.equal(url, redisUrl, 'on the Redis this one uses')
+  const own = new URL(first.url)
+  t.not(port, own.port, `on another port than its own (${own.port})`)
+  const second = await runExample(t, 'redis', { REDIS_URL: url })
+  // The test cannot count on the suggested port being free: it runs the second replica where it can, and says so.
+  const suggested = `${own.protocol}//${own.hostname}:${port}`
+  checkLines(t, await runLines(both.map((line) => line.replaceAll(suggested, second.url)), vars))
 })
