@@ -20,6 +20,9 @@ import { freePort, requireRedis, startCluster, startRedis } from './redis-server
 import { count, manualClock, statuses } from './helpers.js'
 import { RUN, runExample } from './run-example.js'
 
+// Every example in a child process, some on Redis: more than tap's 30 s on a busy machine.
+t.setTimeout(120_000)
+
 async function start (t: Test, example: Example, env: NodeJS.ProcessEnv = {}) {
   const clock = manualClock()
   const app = await example.build({ clock: clock.now, env })
