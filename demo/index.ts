@@ -2,9 +2,12 @@
  * `npm run demo`: the token bucket, three replicas with and without a shared
  * store, a Redis outage, and the two layers, drawn in the terminal in about 25 s.
  * Starts a private redis-server when one is on PATH; without one, it runs the
- * memory acts. Writes demo/replicas.svg. `npm run demo -- 2 3` runs some acts.
+ * memory acts. `npm run demo -- 2 3` runs some acts. Act 2 also draws its
+ * figures as an SVG, in build/demo/replicas.svg, or in the file `--svg <file>`
+ * names (`npm run demo -- 2 --svg demo/replicas.svg` refreshes the README's).
  */
 import { writeFileSync } from 'node:fs'
+import { resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
 import { RedisServer, freePort, redisAvailable } from '../test/redis-server.js'
@@ -45,7 +48,19 @@ function title (number: number, text: string, about: string): void {
   print()
 }
 
-const acts = new Set(process.argv.slice(2).map(Number).filter((n) => n >= 1 && n <= 4))
+const args = process.argv.slice(2)
+const svgFlag = args.indexOf('--svg')
+const svgArg = svgFlag === -1 ? undefined : args[svgFlag + 1]
+if (svgFlag !== -1 && svgArg === undefined) {
+  process.stderr.write('Usage: npm run demo -- [act …] [--svg <file>]\n')
+  process.exit(1)
+}
+/** Where act 2 writes its SVG: not the tracked demo/replicas.svg unless asked. */
+const svgFile = svgArg === undefined
+  ? fileURLToPath(new URL('replicas.svg', import.meta.url))
+  : resolve(process.env.INIT_CWD ?? process.cwd(), svgArg) // npm runs scripts in the package folder; INIT_CWD is where it was called
+const actArgs = svgFlag === -1 ? args : [...args.slice(0, svgFlag), ...args.slice(svgFlag + 2)]
+const acts = new Set(actArgs.map(Number).filter((n) => n >= 1 && n <= 4))
 const wants = (act: number): boolean => acts.size === 0 || acts.has(act)
 const started = performance.now()
 const summary: string[] = []
@@ -113,9 +128,8 @@ if (wants(2)) {
     print()
   }
   if (redis === undefined) print(p.yellow('  redis-server is not on PATH: the Redis half of this act is skipped (apt-get install redis-server).'))
-  const svg = fileURLToPath(new URL('../../demo/replicas.svg', import.meta.url))
-  writeFileSync(svg, replicaSvg(panels, 0.5))
-  print(p.dim(`  Wrote ${svg}`))
+  writeFileSync(svgFile, replicaSvg(panels, 0.5))
+  print(p.dim(`  Wrote ${svgFile}`))
 }
 
 if (wants(3)) {

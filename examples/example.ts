@@ -27,8 +27,8 @@ export interface Example {
   /** One line: what it shows. */
   about: string
   build: (options?: ExampleOptions) => Promise<FastifyInstance>
-  /** Shell lines that show the limit at work against `url`. */
-  tryIt: (url: string) => string
+  /** Shell lines that show the limit at work against `url`, for the settings in `env`; a blank line separates steps. */
+  tryIt: (url: string, env: NodeJS.ProcessEnv) => string
 }
 
 /** Listens on HOST:PORT (default 127.0.0.1:3000), prints lines to try, and closes on SIGINT or SIGTERM. */
@@ -40,7 +40,7 @@ export async function serve (name: string, example: Example): Promise<void> {
 ${example.about}
 
 Try it:
-${example.tryIt(url).split('\n').map((line) => `  ${line}`).join('\n')}
+${example.tryIt(url, process.env).split('\n').map((line) => line === '' ? '' : `  ${line}`).join('\n')}
 
 Press Ctrl+C to stop.
 `)

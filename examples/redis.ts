@@ -9,6 +9,7 @@ import type { FastifyInstance } from 'fastify'
 import { Redis, type Cluster } from 'ioredis'
 import { redisStore } from 'fastify-tollgate'
 import { buildServer, demoLines } from './server.js'
+import { tokenLine } from './auth.js'
 import type { Example } from './example.js'
 
 /** The demo API on a Redis or Cluster client, which it closes with the app. */
@@ -17,7 +18,8 @@ export async function buildOnClient (client: Redis | Cluster, logger = false): P
   // No need to wait for 'ready' here: app.ready() waits for the client (connectWaitMs).
   const app = await buildServer({ store: redisStore({ client, failMode: 'local', timeoutMs: 50 }), logger })
   // The store never closes the client: its owner does.
-  app.addHook('onClose', async () => { await client.quit() })
+  // disconnect(), not quit(): quit() rejects while the client is reconnecting, and the app would not close.
+  app.addHook('onClose', async () => { client.disconnect() })
   return app
 }
 
@@ -27,9 +29,27 @@ export async function buildRedisServer (redisUrl: string, logger = false): Promi
   return buildOnClient(new Redis(redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 0 }), logger)
 }
 
+/** Where the example finds Redis without `REDIS_URL`. */
+export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379'
+
+/** The demo lines, then how to start a second replica on the same Redis and see the two share one quota. */
+function tryIt (url: string, env: NodeJS.ProcessEnv): string {
+  const redisUrl = env.REDIS_URL ?? DEFAULT_REDIS_URL
+  const here = new URL(url)
+  const port = Number(here.port) + 1
+  const other = `${here.protocol}//${here.hostname}:${port}`
+  return `${tokenLine(url, 'CAROL', 'user=carol')}   # for the second replica, below
+${demoLines(url)}
+
+# This replica keeps its buckets in the Redis at ${redisUrl} (REDIS_URL${env.REDIS_URL === undefined ? ', unset: the default' : ''}).
+# Start a second one on the same Redis, in another terminal:
+#   REDIS_URL=${redisUrl} PORT=${port} npm run example redis
+# then export as carol on each in turn: two exports in all, not two on each.
+for u in ${url} ${other} ${url}; do curl -s -o /dev/null -w '%{http_code} ' -X POST -H "Authorization: Bearer $CAROL" $u/export; done; echo   # 200 200 429`
+}
+
 export const example: Example = {
-  about: 'The demo API on redisStore: run several replicas against one Redis and they share one quota (REDIS_URL, default redis://127.0.0.1:6379).',
-  build: async ({ env = process.env, logger } = {}) => buildRedisServer(env.REDIS_URL ?? 'redis://127.0.0.1:6379', logger),
-  tryIt: (url) => `${demoLines(url)}
-# Start a second replica (PORT=3001 npm run example redis) and alternate: the exports share one quota.`
+  about: `The demo API on redisStore: run several replicas against one Redis (REDIS_URL, default ${DEFAULT_REDIS_URL}) and they share one quota.`,
+  build: async ({ env = process.env, logger } = {}) => buildRedisServer(env.REDIS_URL ?? DEFAULT_REDIS_URL, logger),
+  tryIt
 }

@@ -23,7 +23,7 @@ export async function buildServer ({ store = memoryStore(), logger = false }: De
   // 1. The plugin first, so its edge hook is the first onRequest hook.
   await app.register(tollgate, {
     store,
-    edge: { capacity: 100, refillPerSecond: 50 }, // per client IP, before auth
+    edge: { capacity: 400, refillPerSecond: 100 }, // per client IP, before auth: a flood guard above any one user's tier
     app: {
       tiers: {
         default: { capacity: 20, refillPerSecond: 5 },
@@ -45,14 +45,18 @@ export async function buildServer ({ store = memoryStore(), logger = false }: De
   return app
 }
 
-/** The lines to try against the demo API, on any store. */
+/**
+ * The lines to try against the demo API, on any store. Pasted as one block, each
+ * gives the statuses its comment starts with (`…`: the one before, more times).
+ */
 export const demoLines = (url: string): string => `${tokenLine(url, 'TOKEN', 'user=alice')}
-curl -i -H "Authorization: Bearer $TOKEN" ${url}/                 # 200, RateLimit headers for edge and app
-for i in 1 2 3; do curl -s -o /dev/null -w '%{http_code}\\n' -X POST -H "Authorization: Bearer $TOKEN" ${url}/export; done   # 200 200 429
+curl -i -H "Authorization: Bearer $TOKEN" ${url}/; echo           # 200, RateLimit headers for the edge and alice's bucket
+${tokenLine(url, 'BOB', 'user=bob')}
+for i in 1 2 3; do curl -s -o /dev/null -w '%{http_code} ' -X POST -H "Authorization: Bearer $BOB" ${url}/export; done; echo   # 200 200 429: bob's 20 tokens pay for two exports at 10
 ${tokenLine(url, 'VIP', 'user=victor&tier=vip')}
-curl -i -X POST -H "Authorization: Bearer $VIP" ${url}/export       # VIP: a larger quota of its own
-for i in $(seq 12); do curl -s -o /dev/null -w '%{http_code} ' ${url}/; done; echo   # no token: 10 per IP (GET /token counts too), then 429
-curl -i ${url}/health                                               # exempt: no RateLimit headers`
+curl -i -X POST -H "Authorization: Bearer $VIP" ${url}/export; echo # 200: a VIP has 200 tokens, and 30 exports of its own
+for i in $(seq 12); do curl -s -o /dev/null -w '%{http_code} ' ${url}/; done; echo   # 200 … 429 …: no token: 10 per IP, and the GET /token lines above took some
+curl -i ${url}/health; echo                                         # 200, exempt: no RateLimit headers`
 
 export const example: Example = {
   about: 'The demo API: a per-IP edge, JWT tiers (default, vip, anonymous), POST /export costing 10 with a quota of its own.',

@@ -4,10 +4,16 @@
  */
 import t from 'tap'
 import { spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
 import { bucketAct, layersAct, memoryStores, redisStores, replicaRun, steadyRate, total, virtualTime } from '../demo/acts.js'
 import { requireRedis, startRedis } from './redis-server.js'
+
+// Acts in real time and child processes: more than tap's 30 s on a busy machine.
+t.setTimeout(120_000)
 
 const sum = (values: number[]): number => values.reduce((a, b) => a + b, 0)
 
@@ -81,14 +87,50 @@ t.test('act 4: the edge stops the NAT office, the app layer the heavy user', asy
   t.match(exporter, { sent: 6, admitted: 4, app: 2 }, 'exports at cost 10: 20 tokens, then 10 a second')
 })
 
-t.test('npm run demo: the entry point runs an act and prints its figures', async (t) => {
-  const demo = fileURLToPath(new URL('../demo/index.js', import.meta.url))
-  const child = spawn(process.execPath, [demo, '1'], { stdio: ['ignore', 'pipe', 'inherit'] })
+const DEMO = fileURLToPath(new URL('../demo/index.js', import.meta.url))
+
+/** Runs `npm run demo -- <args>` (with `env` over this process's); resolves with its exit code, stdout and stderr. */
+async function runDemo (args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null, output: string, errors: string }> {
+  const child = spawn(process.execPath, [DEMO, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
   let output = ''
+  let errors = ''
   child.stdout.on('data', (chunk: Buffer) => { output += String(chunk) })
-  const code = await new Promise((resolve) => child.once('exit', resolve))
+  child.stderr.on('data', (chunk: Buffer) => { errors += String(chunk) })
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve))
+  return { code, output, errors }
+}
+
+t.test('npm run demo: the entry point runs an act and prints its figures', async (t) => {
+  const { code, output } = await runDemo(['1'])
   t.equal(code, 0)
   t.match(output, /Act 1\/4 · the token bucket/)
   t.match(output, /Act 1: admitted \d+ of \d+: B \+ R × t = 20 \+ 5 × 4 = 40\./)
   t.notMatch(output, /Act 2\/4/, 'only the act asked for')
+})
+
+t.test('npm run demo writes its SVG under build/, or where --svg says; never over the tracked demo/replicas.svg', async (t) => {
+  const tracked = fileURLToPath(new URL('../../demo/replicas.svg', import.meta.url))
+  const before = readFileSync(tracked, 'utf8')
+  const { mtimeMs } = statSync(tracked)
+  t.teardown(() => { if (readFileSync(tracked, 'utf8') !== before) writeFileSync(tracked, before) })
+  const byDefault = fileURLToPath(new URL('../demo/replicas.svg', import.meta.url))
+  rmSync(byDefault, { force: true })
+  const dir = mkdtempSync(join(tmpdir(), 'tollgate-demo-'))
+  t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
+  const asked = join(dir, 'replicas.svg')
+
+  // An empty PATH hides redis-server: act 2 then runs its memory half alone (4 s).
+  const [plain, withSvg] = await Promise.all([runDemo(['2'], { PATH: '' }), runDemo(['2', '--svg', asked], { PATH: '' })])
+  t.equal(plain.code, 0)
+  t.equal(withSvg.code, 0)
+  t.equal(statSync(tracked).mtimeMs, mtimeMs, 'demo/replicas.svg is not written')
+  t.equal(readFileSync(tracked, 'utf8'), before, 'nor changed')
+  t.ok(plain.output.includes(`Wrote ${byDefault}`), `by default: ${byDefault}`)
+  t.match(readFileSync(byDefault, 'utf8'), /^<svg/)
+  t.ok(withSvg.output.includes(`Wrote ${asked}`), '--svg <file>: that file')
+  t.match(readFileSync(asked, 'utf8'), /^<svg/)
+
+  const bare = await runDemo(['--svg'])
+  t.equal(bare.code, 1, '--svg without a file fails')
+  t.match(bare.errors, /Usage: npm run demo -- \[act …\] \[--svg <file>\]/)
 })

@@ -4,7 +4,6 @@
  */
 import t, { type Test } from 'tap'
 import { spawn } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
 import type { FastifyInstance, InjectOptions } from 'fastify'
 import { EXAMPLES, type Example } from '../examples/example.js'
 import { example as server } from '../examples/server.js'
@@ -17,8 +16,12 @@ import { example as replicaShare } from '../examples/replica-share.js'
 import { example as problemJson } from '../examples/problem-json.js'
 import { buildRedisServer } from '../examples/redis.js'
 import { buildClusterServer } from '../examples/redis-cluster.js'
-import { requireRedis, startCluster, startRedis } from './redis-server.js'
+import { freePort, requireRedis, startCluster, startRedis } from './redis-server.js'
 import { count, manualClock, statuses } from './helpers.js'
+import { RUN, runExample } from './run-example.js'
+
+// Every example in a child process, some on Redis: more than tap's 30 s on a busy machine.
+t.setTimeout(120_000)
 
 async function start (t: Test, example: Example, env: NodeJS.ProcessEnv = {}) {
   const clock = manualClock()
@@ -137,6 +140,11 @@ t.test('redis: two replicas share one quota', async (t) => {
   t.equal((await redis.client(t).keys('tollgate:{user:alice}:*')).length, 2, 'the user and route buckets live in Redis')
 })
 
+t.test('redis: the app closes while Redis is away (the client is disconnected, not quit)', async (t) => {
+  const app = await buildRedisServer(`redis://127.0.0.1:${await freePort()}`) // nothing listens there
+  await t.resolves(app.close())
+})
+
 t.test('redis-cluster: two replicas share one quota on a 3-master cluster', async (t) => {
   if (!requireRedis(t)) return
   const cluster = await startCluster(t)
@@ -151,24 +159,6 @@ t.test('redis-cluster: two replicas share one quota on a 3-master cluster', asyn
     t.same(codes, [200, 200, 429], 'two exports per user across both replicas')
   }
 })
-
-// Each example as `npm run example <name>` runs it: it starts, answers, and limits over HTTP.
-const RUN = fileURLToPath(new URL('../examples/run.js', import.meta.url))
-
-async function run (t: Test, name: string, env: NodeJS.ProcessEnv = {}): Promise<string> {
-  const child = spawn(process.execPath, [RUN, name], { env: { ...process.env, PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
-  const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
-  t.teardown(async () => { child.kill('SIGTERM'); await exited })
-  return new Promise<string>((resolve, reject) => {
-    let output = ''
-    child.stdout.on('data', (chunk: Buffer) => {
-      output += String(chunk)
-      const match = /listening on (http:\/\/\S+)/.exec(output)
-      if (match !== null && output.includes('Press Ctrl+C')) resolve(match[1] as string)
-    })
-    void exited.then((code) => { reject(new Error(`${name} exited with ${String(code)}: ${output}`)) })
-  })
-}
 
 /**
  * Sends `times` requests at once, so that on a busy machine the bucket does not
@@ -221,7 +211,7 @@ t.test('every example starts with `npm run example <name>`, answers, and limits'
           ? { REDIS_URL: `redis://127.0.0.1:${(await startRedis(t)).port}` }
           : { REDIS_CLUSTER: (await startCluster(t)).ports.map((port) => `127.0.0.1:${port}`).join(',') }
       }
-      const url = await run(t, name, env)
+      const { url } = await runExample(t, name, env)
       const { statuses, passes } = await probes[name](url)
       t.ok(count(statuses, 200) >= passes, `at least ${passes} pass (${count(statuses, 200)} of ${statuses.length})`)
       t.ok(count(statuses, 429) >= 1, `and the limit answers 429 (${count(statuses, 429)})`)
