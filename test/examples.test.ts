@@ -20,6 +20,10 @@ import { buildClusterServer } from '../examples/redis-cluster.js'
 import { requireRedis, startCluster, startRedis } from './redis-server.js'
 import { count, manualClock, statuses } from './helpers.js'
 
+// Ten example processes started one after another, and a Redis cluster: about
+// 25 s on a busy 2-core machine, too close to tap's default 30 s per file.
+t.setTimeout(120_000)
+
 async function start (t: Test, example: Example, env: NodeJS.ProcessEnv = {}) {
   const clock = manualClock()
   const app = await example.build({ clock: clock.now, env })
