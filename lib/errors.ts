@@ -3,10 +3,20 @@
  * (documented in the README's error table) and an HTTP status.
  */
 import createError from '@fastify/error'
+import type { FastifyErrorConstructor } from '@fastify/error'
 import { retryAfterSeconds } from './headers.js'
 import type { LimitDecision } from './options.js'
 
-const RateLimitedBase = createError<'TOLLGATE_RATE_LIMITED', 429, [string]>(
+/**
+ * The type of an error class made here. Spelled out, so the emitted declarations
+ * name `FastifyErrorConstructor` through a named type import: the inferred type
+ * would name it through the default import (`createError.FastifyErrorConstructor`),
+ * which is no namespace under `moduleResolution: bundler` (the default export of
+ * `@fastify/error` is then its `default` property, a plain function).
+ */
+type TollgateError<C extends string, S extends number, A extends unknown[]> = FastifyErrorConstructor<{ code: C, statusCode: S }, A>
+
+const RateLimitedBase: TollgateError<'TOLLGATE_RATE_LIMITED', 429, [string]> = createError(
   'TOLLGATE_RATE_LIMITED', 'Rate limit exceeded%s', 429, Error, false)
 
 /**
@@ -34,20 +44,20 @@ export class RateLimitedError extends RateLimitedBase {
 }
 
 /** Startup: a plugin option is invalid. Argument: what was expected and what was given. */
-export const InvalidOptionError = createError<'TOLLGATE_INVALID_OPTION', 500, [string]>(
+export const InvalidOptionError: TollgateError<'TOLLGATE_INVALID_OPTION', 500, [string]> = createError(
   'TOLLGATE_INVALID_OPTION', 'Invalid fastify-tollgate option: %s', 500)
 
 /** Startup: a route's `config.rateLimit` is invalid. Arguments: the route, then what was expected and given. */
-export const InvalidRouteConfigError = createError<'TOLLGATE_INVALID_ROUTE_CONFIG', 500, [string, string]>(
+export const InvalidRouteConfigError: TollgateError<'TOLLGATE_INVALID_ROUTE_CONFIG', 500, [string, string]> = createError(
   'TOLLGATE_INVALID_ROUTE_CONFIG', 'Invalid config.rateLimit on route %s: %s', 500)
 
 /**
  * 500 for one request: a route's cost function threw or returned something other
  * than a finite number from 0 to the bucket's capacity. A server bug; never a free pass.
  */
-export const InvalidCostError = createError<'TOLLGATE_INVALID_COST', 500, [string, string, { cause: unknown }?]>(
+export const InvalidCostError: TollgateError<'TOLLGATE_INVALID_COST', 500, [string, string, { cause: unknown }?]> = createError(
   'TOLLGATE_INVALID_COST', 'The rate-limit cost of route %s is invalid: %s', 500)
 
 /** 503 for one request: the store failed to answer, and the request was not admitted. */
-export const StoreUnavailableError = createError<'TOLLGATE_STORE_UNAVAILABLE', 503>(
+export const StoreUnavailableError: TollgateError<'TOLLGATE_STORE_UNAVAILABLE', 503, []> = createError(
   'TOLLGATE_STORE_UNAVAILABLE', 'The rate-limit store is unavailable, retry later', 503, Error, false)

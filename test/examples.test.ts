@@ -23,6 +23,10 @@ import { RUN, runExample } from './run-example.js'
 // Every example in a child process, some on Redis: more than tap's 30 s on a busy machine.
 t.setTimeout(120_000)
 
+// Ten example processes started one after another, and a Redis cluster: about
+// 25 s on a busy 2-core machine, too close to tap's default 30 s per file.
+t.setTimeout(120_000)
+
 async function start (t: Test, example: Example, env: NodeJS.ProcessEnv = {}) {
   const clock = manualClock()
   const app = await example.build({ clock: clock.now, env })

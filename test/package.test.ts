@@ -1,0 +1,122 @@
+/**
+ * The package as users get it: the tarball of `npm pack`, installed into an
+ * empty project next to fastify and @fastify/jwt, then used from an ES module,
+ * from CommonJS and from TypeScript (the user files are in test/fixtures/consumer/).
+ * One pack and one install serve every check; the project is deleted afterwards.
+ */
+import t from 'tap'
+import { execFile } from 'node:child_process'
+import { cp, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises'
+import { existsSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+// npm install and two full type-checks of fastify's declarations, on a shared machine.
+t.setTimeout(300_000)
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
+const FIXTURES = join(ROOT, 'test', 'fixtures', 'consumer')
+const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc')
+
+// The children run as in a user's shell: without tap's NODE_OPTIONS (coverage,
+// loaders) and without the variables `npm test` sets for this package, which
+// would point npm at this repository.
+const ENV = Object.fromEntries(Object.entries(process.env).filter(([name]) =>
+  !/^(NODE_OPTIONS|NODE_V8_COVERAGE|npm_config_local_prefix|npm_package_.*|npm_lifecycle_.*)$/.test(name)))
+
+interface Ran { code: number, stdout: string, stderr: string }
+
+/** Runs a command to its end; never throws for a non-zero exit. */
+function run (command: string, args: string[], cwd: string): Promise<Ran> {
+  return new Promise((resolve) => {
+    execFile(command, args, { cwd, env: ENV, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, stdout, stderr })
+    })
+  })
+}
+
+/** The output of a command that must succeed for the checks to mean anything. */
+async function must (command: string, args: string[], cwd: string): Promise<string> {
+  const ran = await run(command, args, cwd)
+  if (ran.code !== 0) throw new Error(`${command} ${args.join(' ')} exited with ${ran.code}\n${ran.stdout}\n${ran.stderr}`)
+  return ran.stdout
+}
+
+const consumer = await mkdtemp(join(tmpdir(), 'tollgate-consumer-'))
+t.teardown(() => rm(consumer, { recursive: true, force: true }))
+
+// dist/ is already built by `npm test`; --ignore-scripts keeps `prepare` from
+// rebuilding it under the feet of the test files running beside this one.
+const [packed] = JSON.parse(await must('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', consumer], ROOT)) as
+  [{ filename: string, files: Array<{ path: string }> }]
+const files = packed.files.map((file) => file.path)
+
+const pkg = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> }
+const peer = (name: string) => `${name}@${pkg.devDependencies[name]}`
+await writeFile(join(consumer, 'package.json'), JSON.stringify({ name: 'consumer', private: true }))
+await cp(FIXTURES, consumer, { recursive: true })
+// The versions this repository tests with, so the cache `npm ci` filled serves them.
+await must('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', `./${packed.filename}`,
+  peer('fastify'), peer('@fastify/jwt'), peer('@types/node')], consumer)
+
+t.test('the tarball holds what a user needs, and nothing from the repository\'s tooling', async (t) => {
+  const sources = (await readdir(join(ROOT, 'lib'), { recursive: true }))
+    .filter((file) => file.endsWith('.ts')).map((file) => file.replace(/\.ts$/, ''))
+  t.ok(sources.length > 0, 'lib/ has sources')
+  const wanted = ['package.json', 'README.md', 'CHANGELOG.md',
+    ...sources.flatMap((name) => [`dist/${name}.js`, `dist/${name}.d.ts`])]
+  if (existsSync(join(ROOT, 'LICENSE'))) wanted.push('LICENSE')
+  t.same(wanted.filter((file) => !files.includes(file)), [], 'no file missing')
+  t.same(files.filter((file) => /^(test|bench|demo|build|examples|coverage|\.tap|\.ci|node_modules)\//.test(file)), [],
+    'nothing from test/, bench/, demo/, build/, examples/ or the tooling')
+})
+
+t.test('the npm page: an install line, the repository, and links that work outside the repository', async (t) => {
+  const installed = join(consumer, 'node_modules', 'fastify-tollgate')
+  const manifest = JSON.parse(await readFile(join(installed, 'package.json'), 'utf8')) as
+    { repository?: { url?: string }, homepage?: string, bugs?: { url?: string } }
+  const repo = manifest.repository?.url?.replace(/^git\+/, '').replace(/\.git$/, '') ?? ''
+  t.match(repo, /^https:\/\/github\.com\/[^/]+\/[^/]+$/, 'package.json names its repository')
+  t.ok(manifest.homepage?.startsWith(repo), 'a homepage in the repository')
+  t.ok(manifest.bugs?.url?.startsWith(repo), 'an issue tracker in the repository')
+
+  const readme = await readFile(join(installed, 'README.md'), 'utf8')
+  t.match(readme, /^npm i fastify-tollgate\b/m, 'an install line')
+  const targets = [...readme.matchAll(/\]\(([^)\s]+)\)|(?:src|href)="([^"]+)"/g)].map((match) => match[1] ?? match[2] ?? '')
+  t.ok(targets.length > 0, 'the README has links')
+  t.same(targets.filter((target) => !/^(https:\/\/|#)/.test(target)), [], 'no relative link (they break on the npm page)')
+  // Links into the repository name files that exist (on main once pushed; here, in the working tree).
+  const raw = repo.replace('https://github.com/', 'https://raw.githubusercontent.com/') + '/main/'
+  const paths = targets.flatMap((target) => [`${repo}/blob/main/`, `${repo}/tree/main/`, raw]
+    .filter((prefix) => target.startsWith(prefix)).map((prefix) => target.slice(prefix.length).replace(/#.*$/, '')))
+  t.ok(paths.length > 0, 'the README links into the repository')
+  t.same(paths.filter((path) => !existsSync(join(ROOT, path))), [], 'every repository link names a file of the repository')
+})
+
+t.test('ESM: the default export and the named stores, registered and limiting', async (t) => {
+  const ran = await run(process.execPath, ['esm.mjs'], consumer)
+  t.equal(ran.code, 0, 'exits 0', { stderr: ran.stderr })
+  t.same(JSON.parse(ran.stdout), { statuses: [200, 200, 429], redisStore: 'function' }, 'a bucket of 2: the third request gets 429')
+  t.equal(ran.stderr, '', 'nothing on stderr')
+})
+
+t.test('CommonJS: require() passed straight to register, and a named store from require()', async (t) => {
+  const ran = await run(process.execPath, ['cjs.cjs'], consumer)
+  t.equal(ran.code, 0, 'exits 0', { stderr: ran.stderr })
+  t.same(JSON.parse(ran.stdout), { statuses: [200, 200, 429], decorated: true },
+    'limiting, and the decorator on the root instance (fastify-plugin honoured through the module namespace)')
+  t.equal(ran.stderr, '', 'no warning (require of an ES module) on stderr')
+})
+
+t.test('TypeScript, strict, skipLibCheck off: usage, route config and wrong options as @ts-expect-error', async (t) => {
+  const projects = [
+    ['tsconfig.nodenext.json', 'module nodenext: an ES module user and a CommonJS user (.cts)'],
+    ['tsconfig.bundler.json', 'module esnext, moduleResolution bundler']
+  ] as const
+  // One after the other: tap already runs a test file per core beside this one.
+  for (const [project, what] of projects) {
+    const ran = await run(process.execPath, [TSC, '-p', project], consumer)
+    t.equal(ran.code, 0, what, { diagnostics: ran.stdout + ran.stderr })
+  }
+})
