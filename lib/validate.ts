@@ -11,13 +11,28 @@ export type Fail = (problem: string) => never
 
 export const failOption: Fail = (problem) => { throw new InvalidOptionError(problem) }
 
-/** `value` as a reader would recognise it: `-1` (number), `"vip"` (string), `{"a":1}` (object). */
+/**
+ * Property names whose values `describe` never prints, at any depth: names that
+ * contain `secret`, `token`, `passw`, `pwd`, `credential`, `auth`, `cookie` or
+ * `session`, or end in `key` or `keys` (`keySecret`, `apiKey`, `api_key`,
+ * `privateKey`, `accessToken`, `password`, `authorization`), in any case. Such a
+ * value shows as `"[hidden]"`: an option object printed whole in a startup error
+ * (an `edge` config that is a class instance) must not put a secret in the logs.
+ */
+const SECRET_NAME = /secret|token|passw|pwd|credential|auth|cookie|session|keys?$/i
+
+const hideSecrets = (name: string, value: unknown): unknown => SECRET_NAME.test(name) ? '[hidden]' : value
+
+/**
+ * `value` as a reader would recognise it: `-1` (number), `"vip"` (string), `{"a":1}`
+ * (object), with the values of properties named like secrets hidden (see `SECRET_NAME`).
+ */
 export function describe (value: unknown): string {
   let shown: string
   if (typeof value === 'string') shown = JSON.stringify(value)
   else if (typeof value === 'function') shown = `function ${value.name || '(anonymous)'}`
   else if (typeof value === 'object' && value !== null) {
-    try { shown = JSON.stringify(value) ?? Object.prototype.toString.call(value) } catch { shown = Object.prototype.toString.call(value) }
+    try { shown = JSON.stringify(value, hideSecrets) ?? Object.prototype.toString.call(value) } catch { shown = Object.prototype.toString.call(value) }
   } else shown = String(value)
   if (shown.length > 80) shown = shown.slice(0, 77) + '...'
   const type = value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value

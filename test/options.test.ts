@@ -122,3 +122,23 @@ t.test('objects without a prototype are accepted as options; class instances are
   class Policy { capacity = 2; refillPerSecond = 1 }
   await t.rejects(readyWith({ edge: new Policy() }), { message: /Expected `edge` to be an object/ })
 })
+
+t.test('describe() never prints the value of a property named like a secret, at any depth', async (t) => {
+  const cases: Array<[unknown, string]> = [
+    [{ keySecret: 'hmac-Secret-0123456789', capacity: 1 }, '`{"keySecret":"[hidden]","capacity":1}` (object)'],
+    [{ apiKey: 'sk_live_1', api_key: 'sk_live_2', keyspace: 'kept' }, '`{"apiKey":"[hidden]","api_key":"[hidden]","keyspace":"kept"}` (object)'],
+    [{ KEY: 'k', keys: ['a'] }, '`{"KEY":"[hidden]","keys":"[hidden]"}` (object)'],
+    [{ redis: { password: 'pw', PASSWD: 'pw', pwd: 'pw' } }, '`{"redis":{"password":"[hidden]","PASSWD":"[hidden]","pwd":"[hidden]"}}` (object)'],
+    [[{ accessToken: 't', authorization: 'Bearer t', Cookie: 'c' }], '`[{"accessToken":"[hidden]","authorization":"[hidden]","Cookie":"[hidden]"}]` (array)'],
+    [{ sessionId: 's', credentials: { a: 1 } }, '`{"sessionId":"[hidden]","credentials":"[hidden]"}` (object)'],
+    [{ capacity: 20, refillPerSecond: 5 }, '`{"capacity":20,"refillPerSecond":5}` (object)']
+  ]
+  for (const [value, shown] of cases) t.equal(describe(value), shown)
+})
+
+t.test('a startup error never shows edge.keySecret, even for an edge config printed whole', async (t) => {
+  class EdgeConfig { keySecret = 'hmac-Secret-0123456789'; capacity = 100; refillPerSecond = 50 }
+  const error = await readyWith({ edge: new EdgeConfig() }).then(() => undefined, (error: unknown) => error as Error)
+  t.match(error, { code: 'TOLLGATE_INVALID_OPTION', message: /Expected `edge` to be an object, got `\{"keySecret":"\[hidden\]","capacity":100,"refillPerSecond":50\}` \(object\)/ })
+  t.notMatch(error?.message, /hmac-Secret/)
+})
