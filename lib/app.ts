@@ -116,12 +116,26 @@ export function attachAppHook (routeOptions: RouteOptions, app: AppSettings, hoo
   ;(routeOptions as unknown as Record<string, unknown>)[name] = [...hooks, hookOfKind(name, hook)]
 }
 
-/** Set in the config of every route `onRoute` showed the plugin. */
-const SEEN = Symbol('fastify-tollgate: route seen')
+/**
+ * One registration's mark on the routes `onRoute` showed it: a symbol of its own,
+ * set in the route's config (on a copy: a config object may be shared by routes;
+ * Fastify copies it, symbols included, into the route's context). Each
+ * registration has its own mark, so that a route another registration saw still
+ * gets this one's app layer from its unseen-route hook.
+ */
+export interface RouteMark {
+  /** Marks a route in `onRoute`. */
+  set (routeOptions: RouteOptions): void
+  /** Whether a route's config (`request.routeOptions.config`) carries this mark. */
+  on (config: object): boolean
+}
 
-/** Marks a route as seen in `onRoute` (on a copy of its config: a config object may be shared by routes). */
-export function markSeen (routeOptions: RouteOptions): void {
-  routeOptions.config = Object.assign({}, routeOptions.config, { [SEEN]: true })
+export function routeMark (): RouteMark {
+  const seen = Symbol('fastify-tollgate: route seen by this registration')
+  return {
+    set (routeOptions) { routeOptions.config = Object.assign({}, routeOptions.config, { [seen]: true }) },
+    on (config) { return (config as { [seen]?: true })[seen] === true }
+  }
 }
 
 /**
@@ -131,9 +145,10 @@ export function markSeen (routeOptions: RouteOptions): void {
  * in this context and in the child contexts created before (it builds a route's
  * hooks at `ready`); it runs before the route's own hooks of its kind. At the first request to such a
  * route it warns once (TOLLGATE_ROUTE_BEFORE_PLUGIN) and checks the route's
- * config; a bad config fails that route's requests with its coded 500.
+ * config; a bad config fails that route's requests with its coded 500. A route is
+ * unseen when it lacks this registration's `mark`, whatever other registrations saw.
  */
-export function createUnseenRouteHook (settings: Settings, app: AppSettings, ipv6Subnet: number, warnings: Warnings): Hook {
+export function createUnseenRouteHook (settings: Settings, app: AppSettings, ipv6Subnet: number, warnings: Warnings, mark: RouteMark): Hook {
   const hooks = new WeakMap<object, Hook | false | Error>()
   return function tollgateAppUnseen (request, reply, done) {
     if (request.is404) {
@@ -141,7 +156,7 @@ export function createUnseenRouteHook (settings: Settings, app: AppSettings, ipv
       return
     }
     const { config, method, url } = request.routeOptions
-    if ((config as { [SEEN]?: true })[SEEN] === true) {
+    if (mark.on(config)) {
       done()
       return
     }

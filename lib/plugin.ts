@@ -5,7 +5,7 @@
  */
 import type { FastifyInstance, FastifyPluginAsync, preHandlerHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
-import { attachAppHook, createAppHook, createUnseenRouteHook, hookOfKind, markSeen } from './app.js'
+import { attachAppHook, createAppHook, createUnseenRouteHook, hookOfKind, routeMark } from './app.js'
 import { report, type Step } from './decide.js'
 import { createEdgeHook } from './edge.js'
 import { namedPolicy } from './headers.js'
@@ -64,14 +64,16 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
   if (claim.shared) warnings.warn('TOLLGATE_SHARED_STORE', { prefix: keyspace.prefix })
   fastify.decorate('tollgate', decorator(settings))
   if (edge !== undefined) fastify.addHook('onRequest', createEdgeHook(settings, edge, warnings))
+  // This registration's mark on the routes its onRoute sees (another registration's does not count).
+  const mark = routeMark()
   // Routes already in the router were declared before the plugin loaded, unseen by onRoute:
   // a global hook runs the app layer for them. Fastify prints an empty router as
   // `(empty tree)`; any other text (another version's) adds the hook, the safe side.
   if (app !== undefined && fastify.printRoutes() !== '(empty tree)') {
-    fastify.addHook(app.hook as 'preHandler', hookOfKind(app.hook, createUnseenRouteHook(settings, app, ipv6Subnet, warnings)) as preHandlerHookHandler)
+    fastify.addHook(app.hook as 'preHandler', hookOfKind(app.hook, createUnseenRouteHook(settings, app, ipv6Subnet, warnings, mark)) as preHandlerHookHandler)
   }
   fastify.addHook('onRoute', (routeOptions) => {
-    markSeen(routeOptions)
+    mark.set(routeOptions)
     try {
       const routeSettings = checkRouteConfig(routeOptions, routeOptions.config?.rateLimit, app)
       if (routeSettings !== false && app !== undefined) {

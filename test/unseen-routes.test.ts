@@ -67,6 +67,27 @@ t.test('a route seen in onRoute is charged once, next to an unseen one', async (
   await app.close()
 })
 
+t.test("two registrations: a route the first one saw still gets the second one's app layer", async (t) => {
+  const { lines, logger } = logSink()
+  const app = Fastify({ logger })
+  const user = { identify: () => ({ id: 'u' }) }
+  // B, inside a plugin, sees /x; A, at the root, is loaded after both /x and /y were declared.
+  void app.register(async (child) => {
+    await child.register(tollgate, { store: memoryStore(), app: { tiers: { default: { capacity: 1000, refillPerSecond: 1 } }, ...user } })
+    child.get('/x', async () => 'x')
+  })
+  app.get('/y', async () => 'y')
+  await app.register(tollgate, { store: memoryStore(), app: { tiers: { default: { capacity: 2, refillPerSecond: 0 } }, ...user } })
+  await app.ready()
+  const x = await app.inject('/x')
+  t.equal(x.statusCode, 200)
+  t.equal(x.headers['ratelimit'], '"app";r=1, "app";r=999;t=1', "A's layer (a global hook, so first), then B's")
+  t.same(await statuses(app, 2, { url: '/y' }), [200, 429], "A's bucket of 2 is spent")
+  t.equal((await app.inject('/x')).statusCode, 429, "and A's app layer refuses /x as well")
+  t.same(lines.filter((line) => line.code === 'TOLLGATE_ROUTE_BEFORE_PLUGIN').map((line) => line.route), ['GET /x'], 'A warns (once, at the first unseen route)')
+  await app.close()
+})
+
 t.test('an unseen route: rateLimit: false exempts it; a bad config fails its requests with the coded 500', async (t) => {
   const { app, warnings } = await appWith('routes-first', (app) => {
     app.get('/health', { config: { rateLimit: false } }, async () => 'ok')
