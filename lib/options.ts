@@ -162,7 +162,7 @@ export interface Settings {
 export interface RouteSettings {
   /** `POST /export`: names the route in logs and errors. */
   route: string
-  /** `route:POST /export`: the name of the route's own bucket (HEAD counts as GET). */
+  /** `route:POST /export`: the name of the route's own bucket (see `routeBucket`). */
   bucket: string
   cost: RouteCost
   /** Tier name → the route's own policy named `route`; `undefined` without a route quota. */
@@ -301,14 +301,39 @@ export function routeName (routeOptions: Pick<RouteOptions, 'method' | 'url'>): 
 }
 
 /**
- * `route:GET /report`, the name of a route's own bucket. HEAD counts as GET:
- * Fastify answers HEAD with the GET handler, so `HEAD /report` spends the
- * quota of `GET /report`, and `GET,HEAD /items` is `route:GET /items`.
+ * `route:GET /report`, the name of a route's own bucket: one per route, and the
+ * same for every way Fastify serves that route.
+ * - HEAD counts as GET, and a route that serves GET is named after GET alone,
+ *   whatever its other methods: Fastify answers HEAD with the GET route's handler
+ *   (its automatic HEAD route, declared with the GET route's url, config and
+ *   constraints), so `HEAD /report` spends the quota of the route serving
+ *   `GET /report`, be it `GET` or `['GET', 'POST']`. An explicit HEAD route with a
+ *   handler of its own spends that quota too, under its own `rateLimit` config: a
+ *   HEAD is a GET without the body, and must not be a way around GET's quota
+ *   (give both routes the same quota, or exempt the HEAD route). Other routes are
+ *   named by their methods: `route:POST,PUT /items`.
+ * - Trailing slashes are dropped (`/api/` is `/api`): a route `/` in a plugin with
+ *   a prefix is served at both `/api` and `/api/`, and Fastify gives the second
+ *   HEAD route an `onRoute` of its own.
+ * - The route's constraints (`version`, `host`, custom ones), when it has any,
+ *   are appended as `[host=api.example.com version=2.0.0]` (names sorted, values
+ *   as `String()` gives them), so that routes at one URL keep their own quotas.
+ *   A route declared before the plugin is named at its first request, where
+ *   Fastify does not tell its constraints: such routes at one URL share one bucket.
  */
-export function routeBucket (routeOptions: Pick<RouteOptions, 'method' | 'url'>): string {
-  const methods = Array.isArray(routeOptions.method) ? routeOptions.method : [routeOptions.method]
-  const asGet = new Set(methods.map((method) => method === 'HEAD' ? 'GET' : method))
-  return `route:${[...asGet].join(',')} ${routeOptions.url}`
+export function routeBucket (routeOptions: Pick<RouteOptions, 'method' | 'url'> & { constraints?: unknown }): string {
+  const methods = (Array.isArray(routeOptions.method) ? routeOptions.method : [routeOptions.method]).map((method) => method === 'HEAD' ? 'GET' : method)
+  const named = methods.includes('GET') ? 'GET' : [...new Set(methods)].join(',')
+  const url = routeOptions.url.replace(/\/+$/, '') || '/'
+  return `route:${named} ${url}${constraintsSuffix(routeOptions.constraints)}`
+}
+
+/** ` [host=api.example.com version=2.0.0]`, or `''` for a route without constraints. */
+function constraintsSuffix (constraints: unknown): string {
+  if (typeof constraints !== 'object' || constraints === null) return ''
+  const entries = Object.entries(constraints).filter(([, value]) => value !== undefined)
+  if (entries.length === 0) return ''
+  return ` [${entries.map(([name, value]) => `${name}=${String(value)}`).sort().join(' ')}]`
 }
 
 /**
@@ -317,7 +342,7 @@ export function routeBucket (routeOptions: Pick<RouteOptions, 'method' | 'url'>)
  * capacity of every tier it can run under (the whole quota, not this process's
  * share), since a cost above it could never pass.
  */
-export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'url'>, value: unknown, app: AppSettings | undefined): RouteSettings | false {
+export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'url'> & { constraints?: unknown }, value: unknown, app: AppSettings | undefined): RouteSettings | false {
   const route = routeName(routeOptions)
   const bucket = routeBucket(routeOptions)
   const fail: Fail = (problem) => { throw new InvalidRouteConfigError(route, problem) }

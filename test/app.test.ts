@@ -271,6 +271,58 @@ t.test("HEAD shares the GET route's quota: the handler runs no more often than t
   await app.close()
 })
 
+t.test("HEAD shares the quota of the route serving GET: several methods, a prefixed '/', versions", async (t) => {
+  const quota = { default: { capacity: 2, refillPerSecond: 0 } }
+  const runs = { report: 0, api: 0, v1: 0, v2: 0 }
+  const { app, sign, auth } = await tiersApp({}, (app) => {
+    app.route({ method: ['GET', 'POST'], url: '/report', config: { rateLimit: { quota } }, handler: async () => { runs.report++; return 'report' } })
+    void app.register(async (api) => {
+      api.get('/', { config: { rateLimit: { quota } } }, async () => { runs.api++; return 'api' })
+    }, { prefix: '/api' })
+    for (const version of ['1.0.0', '2.0.0'] as const) {
+      const run: 'v1' | 'v2' = version === '1.0.0' ? 'v1' : 'v2'
+      app.route({ method: 'GET', url: '/versioned', constraints: { version }, config: { rateLimit: { quota } }, handler: async () => { runs[run]++; return run } })
+    }
+  })
+  const alice = auth(sign({ sub: 'alice' }))
+  const sequence = async (requests: Array<[string, string, Record<string, string>?]>, headers = alice) => {
+    const codes: string[] = []
+    for (const [method, url, extra] of requests) codes.push(`${method} ${(await app.inject({ method: method as 'GET', url, headers: { ...headers, ...extra } })).statusCode}`)
+    return codes.join(', ')
+  }
+  t.equal(await sequence([['GET', '/report'], ['GET', '/report'], ['GET', '/report'], ['HEAD', '/report'], ['HEAD', '/report']]),
+    'GET 200, GET 200, GET 429, HEAD 429, HEAD 429', "['GET', 'POST']: HEAD spends the same quota")
+  t.equal(await sequence([['HEAD', '/report'], ['POST', '/report'], ['GET', '/report']], auth(sign({ sub: 'bob' }))),
+    'HEAD 200, POST 200, GET 429', 'HEAD first, and POST on the same route')
+  t.equal(runs.report, 4, 'the handler ran twice per user, HEAD included: the quota of 2')
+  t.equal(await sequence([['GET', '/api'], ['HEAD', '/api/'], ['HEAD', '/api/'], ['HEAD', '/api'], ['GET', '/api/']]),
+    'GET 200, HEAD 200, HEAD 429, HEAD 429, GET 429', "a prefixed '/' is one route at /api and /api/, HEAD too")
+  t.equal(runs.api, 2)
+  const v2 = { 'accept-version': '2.0.0' }
+  t.equal(await sequence([['GET', '/versioned', v2], ['GET', '/versioned', v2], ['HEAD', '/versioned', v2], ['GET', '/versioned', { 'accept-version': '1.0.0' }]]),
+    'GET 200, GET 200, HEAD 429, GET 200', 'each version its own quota; HEAD spends its version\'s')
+  t.same([runs.v1, runs.v2], [1, 2])
+  await app.close()
+})
+
+t.test('an explicit HEAD route spends the quota of GET at its URL, under its own config', async (t) => {
+  const quota = { default: { capacity: 2, refillPerSecond: 0 } }
+  const { app, sign, auth } = await tiersApp({}, (app) => {
+    app.head('/file', { config: { rateLimit: { quota } } }, async (_request, reply) => reply.header('content-length', 3).send())
+    app.get('/file', { config: { rateLimit: { quota } } }, async () => 'abc')
+    app.head('/free', { config: { rateLimit: false } }, async (_request, reply) => reply.send())
+    app.get('/free', { config: { rateLimit: { quota } } }, async () => 'free')
+  })
+  const headers = auth(sign({ sub: 'alice' }))
+  t.same([
+    (await app.inject({ method: 'HEAD', url: '/file', headers })).statusCode,
+    ...await statuses(app, 2, { url: '/file', headers })
+  ], [200, 200, 429], 'HEAD then GET: one quota of 2')
+  t.same(await statuses(app, 3, { method: 'HEAD', url: '/free', headers }), [200, 200, 200], 'an exempt HEAD route is exempt')
+  t.same(await statuses(app, 3, { url: '/free', headers }), [200, 200, 429], 'its GET keeps its quota')
+  await app.close()
+})
+
 t.test('routes in encapsulated plugins get the app layer too', async (t) => {
   const { app } = await buildApp({ app: { tiers: { default: { capacity: 1, refillPerSecond: 0 } } } })
   await app.register(async (child) => {

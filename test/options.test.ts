@@ -1,5 +1,6 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
+import { routeBucket } from '../lib/options.js'
 import { describe } from '../lib/validate.js'
 import { readyWith } from './helpers.js'
 
@@ -141,4 +142,22 @@ t.test('a startup error never shows edge.keySecret, even for an edge config prin
   const error = await readyWith({ edge: new EdgeConfig() }).then(() => undefined, (error: unknown) => error as Error)
   t.match(error, { code: 'TOLLGATE_INVALID_OPTION', message: /Expected `edge` to be an object, got `\{"keySecret":"\[hidden\]","capacity":100,"refillPerSecond":50\}` \(object\)/ })
   t.notMatch(error?.message, /hmac-Secret/)
+})
+
+t.test('routeBucket: one name per route, the same for every way Fastify serves it', async (t) => {
+  const cases: Array<[Parameters<typeof routeBucket>[0], string]> = [
+    [{ method: 'POST', url: '/export' }, 'route:POST /export'],
+    [{ method: 'GET', url: '/report' }, 'route:GET /report'],
+    [{ method: 'HEAD', url: '/report' }, 'route:GET /report'],
+    [{ method: ['GET', 'POST'], url: '/report' }, 'route:GET /report'],
+    [{ method: ['GET', 'HEAD'], url: '/report' }, 'route:GET /report'],
+    [{ method: ['POST', 'PUT'], url: '/items' }, 'route:POST,PUT /items'],
+    [{ method: 'GET', url: '/api/' }, 'route:GET /api'],
+    [{ method: 'GET', url: '/' }, 'route:GET /'],
+    [{ method: 'GET', url: '/r', constraints: { version: '2.0.0', host: /\.example\.com$/ } }, 'route:GET /r [host=/\\.example\\.com$/ version=2.0.0]'],
+    [{ method: 'HEAD', url: '/r/', constraints: { version: '2.0.0' } }, 'route:GET /r [version=2.0.0]'],
+    [{ method: 'GET', url: '/r', constraints: {} }, 'route:GET /r'],
+    [{ method: 'GET', url: '/r', constraints: { version: undefined } }, 'route:GET /r']
+  ]
+  for (const [route, name] of cases) t.equal(routeBucket(route), name, name)
 })

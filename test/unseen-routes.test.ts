@@ -40,6 +40,7 @@ for (const order of ['no-await', 'routes-first', 'routes-in-a-plugin-first'] as 
     const { app, warnings } = await appWith(order, (app) => {
       app.get('/report', { config: { rateLimit: { quota } } }, async () => 'report')
       app.post('/export', { config: { rateLimit: { cost: 10 } } }, async () => 'exported')
+      app.route({ method: ['GET', 'POST'], url: '/multi', config: { rateLimit: { quota } }, handler: async () => 'multi' })
     })
     const headers = { 'x-user': 'alice' }
     t.same(await statuses(app, 3, { url: '/report', headers }), [200, 200, 429], 'the route quota of 2')
@@ -49,6 +50,8 @@ for (const order of ['no-await', 'routes-first', 'routes-in-a-plugin-first'] as 
     t.equal(exported.headers['ratelimit'], '"app";r=8', 'the cost of 10 was read from the config: 20 − 2 − 10')
     t.equal((await app.inject({ method: 'HEAD', url: '/report', headers })).statusCode, 429, "HEAD spends GET's route quota")
     t.equal(warnings().length, 1, 'still one warning')
+    t.same([...await statuses(app, 2, { url: '/multi', headers }), ...await statuses(app, 1, { method: 'HEAD', url: '/multi', headers })], [200, 200, 429],
+      "['GET', 'POST']: HEAD spends the same quota")
     await app.close()
   })
 }
