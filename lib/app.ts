@@ -10,7 +10,7 @@ import { runStep, type Done } from './decide.js'
 import { InvalidCostError } from './errors.js'
 import type { NamedPolicy } from './headers.js'
 import { bucketKey, clientAddress } from './keys.js'
-import { checkRouteConfig, routeName, shareCost, type AppSettings, type Identity, type RouteSettings, type Settings } from './options.js'
+import { checkRouteConfig, routeName, type AppSettings, type Identity, type RouteSettings, type Settings } from './options.js'
 import type { BucketPolicy } from './bucket.js'
 import type { BucketRequest } from './store.js'
 import { describe } from './validate.js'
@@ -86,8 +86,8 @@ export function createAppHook (settings: Settings, app: AppSettings, route: Rout
       done(cost)
       return
     }
-    const mainCost = shareCost(cost, main.policy.capacity, wholeCapacity)
-    const buckets: BucketRequest[] = [{ key: bucketKey(who.kind, who.id, 'app'), policy: main.policy, cost: mainCost }]
+    // Under a quota share, a cost above the share (checked against the whole quota) overdraws it.
+    const buckets: BucketRequest[] = [{ key: bucketKey(who.kind, who.id, 'app'), policy: main.policy, cost, overdraft: app.overdraft }]
     const named: NamedPolicy[] = [main]
     if (route.quota !== undefined) {
       const own = (route.quota[who.tier] ?? route.quota.default) as NamedPolicy

@@ -8,7 +8,9 @@
  * - elapsed time is `max(0, now - last)`, so a clock going backwards adds nothing;
  * - several buckets are consumed all or nothing; a denied request changes nothing;
  * - an allowed request records `last = now`, even when `now` is before `last`;
- * - a refusal's retry time is never early: at it, the same request passes.
+ * - a refusal's retry time is never early: at it, the same request passes;
+ * - a cost above capacity never passes, except on a bucket with overdraft (one
+ *   process's share of a larger quota; see `tokensNeeded`).
  */
 
 /** How a bucket fills. Both numbers are validated at startup, never here. */
@@ -61,6 +63,20 @@ export function msUntil (tokens: number, wanted: number, policy: BucketPolicy): 
 }
 
 /**
+ * Tokens a bucket must hold for a request of `cost` to pass: the cost itself, or,
+ * with `overdraft`, at most the capacity. Overdraft is for a bucket that is one
+ * process's share of a larger quota (`memoryStore({ replicas })`, the Redis
+ * store's local fallback), which a cost the whole quota admits may exceed: such a
+ * cost passes when the share is full, and the whole cost is debited, leaving the
+ * bucket in debt (negative tokens) that refills like any shortfall. The long-run
+ * rate is then still the policy's: over any `t` seconds a bucket spends at most
+ * `capacity + refillPerSecond × t` plus one request's excess (`cost − capacity`).
+ */
+export function tokensNeeded (cost: number, policy: BucketPolicy, overdraft: boolean): number {
+  return overdraft && cost > policy.capacity ? policy.capacity : cost
+}
+
+/**
  * Milliseconds from `nowMs` until a bucket in `state`, holding `available` now,
  * holds `cost` (0 if it does; `Infinity` if it never will), counting the time a
  * clock that went backwards needs to catch up. The quotient is nudged later past
@@ -83,6 +99,8 @@ export function retryWait (state: BucketState | undefined, policy: BucketPolicy,
 /**
  * Consumes `costs[i]` from bucket `i` for every `i`, all or nothing, at `nowMs`.
  * `states[i]` is the bucket's stored state (`undefined` = absent = full).
+ * `overdrafts[i]` (default `false`) lets bucket `i` go into debt (see `tokensNeeded`):
+ * its tokens after an allowed step may then be negative.
  * The caller stores `{ tokens: decision.tokens[i], lastMs: nowMs }` for every
  * bucket when the decision is allowed, and nothing when it is denied.
  */
@@ -90,7 +108,8 @@ export function consume (
   states: ReadonlyArray<BucketState | undefined>,
   policies: readonly BucketPolicy[],
   costs: readonly number[],
-  nowMs: number
+  nowMs: number,
+  overdrafts?: readonly boolean[]
 ): BucketDecision {
   const count = policies.length
   const tokens = new Array<number>(count)
@@ -98,12 +117,12 @@ export function consume (
   let retryAfterMs = 0
   for (let i = 0; i < count; i++) {
     const policy = policies[i] as BucketPolicy
-    const cost = costs[i] as number
+    const needed = tokensNeeded(costs[i] as number, policy, overdrafts?.[i] === true)
     const available = tokensAt(states[i], policy, nowMs)
     tokens[i] = available
-    if (available >= cost) continue
+    if (available >= needed) continue
     allowed = false
-    const wait = retryWait(states[i], policy, nowMs, available, cost)
+    const wait = retryWait(states[i], policy, nowMs, available, needed)
     if (wait > retryAfterMs) retryAfterMs = wait
   }
   if (!allowed) return { allowed, tokens, retryAfterMs }
@@ -112,10 +131,11 @@ export function consume (
 }
 
 /** `consume` for a single bucket, without the arrays. */
-export function consumeOne (state: BucketState | undefined, policy: BucketPolicy, cost: number, nowMs: number): BucketDecision {
+export function consumeOne (state: BucketState | undefined, policy: BucketPolicy, cost: number, nowMs: number, overdraft = false): BucketDecision {
+  const needed = tokensNeeded(cost, policy, overdraft)
   const available = tokensAt(state, policy, nowMs)
-  if (available >= cost) return { allowed: true, tokens: [available - cost], retryAfterMs: 0 }
-  return { allowed: false, tokens: [available], retryAfterMs: retryWait(state, policy, nowMs, available, cost) }
+  if (available >= needed) return { allowed: true, tokens: [available - cost], retryAfterMs: 0 }
+  return { allowed: false, tokens: [available], retryAfterMs: retryWait(state, policy, nowMs, available, needed) }
 }
 
 /** Milliseconds until a bucket holding `tokens` is full again (`Infinity` if it never refills and is not full). */

@@ -47,10 +47,13 @@ export function namedPolicy (name: string, policy: BucketPolicy): NamedPolicy {
   return { name, policy, policyMember: `"${name}";q=${fieldInteger(Math.floor(policy.capacity))}${window}` }
 }
 
-/** Whole tokens left, and whole seconds until full (`undefined`: never). */
+/**
+ * Whole tokens left (0 for a bucket in debt), and whole seconds until full
+ * (`undefined`: never), the debt of an overdrawn share included.
+ */
 function bucketState (tokens: number, policy: BucketPolicy): { remaining: number, untilFull: number | undefined } {
   const now = held(tokens, policy)
-  const untilFullMs = msUntilFull(now, policy)
+  const untilFullMs = msUntilFull(tokens < 0 ? tokens : now, policy)
   return {
     remaining: fieldInteger(Math.floor(now)),
     untilFull: Number.isFinite(untilFullMs) ? fieldInteger(ceilSeconds(untilFullMs)) : undefined

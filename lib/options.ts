@@ -146,6 +146,11 @@ export interface AppSettings {
   hook: AppHookName
   /** The store's quota share, applied to route quotas too. */
   quotaShare: number
+  /**
+   * `quotaShare < 1`: a cost the whole quota admits may exceed this process's share,
+   * and the main bucket's request carries `overdraft` (see `BucketRequest`).
+   */
+  overdraft: boolean
 }
 
 export interface Settings {
@@ -180,16 +185,6 @@ export function share (fail: Fail, path: string, policy: BucketPolicy, quotaShar
     fail(`Expected \`${path}.capacity\` × the store's quota share (${+quotaShare.toPrecision(4)}) to be ≥ 1, got ${+capacity.toPrecision(4)} from \`${policy.capacity}\``)
   }
   return Object.freeze({ capacity, refillPerSecond: policy.refillPerSecond * quotaShare })
-}
-
-/**
- * The tokens a request of `cost` takes from `capacity`, this process's share of a
- * quota of `wholeCapacity`: a cost the whole quota admits but the share cannot
- * takes the whole share (as the Redis store's local fallback does), so that
- * heavy requests stay possible under `memoryStore({ replicas })`.
- */
-export function shareCost (cost: number, capacity: number, wholeCapacity: number): number {
-  return cost > capacity && cost <= wholeCapacity ? capacity : cost
 }
 
 /** Checked tiers (see `checkTiers`) as policies named `name`, scaled by the quota share. */
@@ -257,7 +252,8 @@ function checkApp (value: unknown, quotaShare: number): AppSettings | undefined 
     anonymousTier: 'anonymous' in tiers ? 'anonymous' : 'default',
     identify: app.identify === undefined ? undefined : checkFunction(fail, 'app.identify', app.identify),
     hook: hook as AppHookName,
-    quotaShare
+    quotaShare,
+    overdraft: quotaShare < 1
   }
 }
 

@@ -10,7 +10,7 @@ import { report, type Step } from './decide.js'
 import { createEdgeHook } from './edge.js'
 import { namedPolicy } from './headers.js'
 import { bucketKey } from './keys.js'
-import { checkOptions, checkRouteConfig, share, shareCost, type LimitDecision, type Settings, type TollgateOptions } from './options.js'
+import { checkOptions, checkRouteConfig, share, type LimitDecision, type Settings, type TollgateOptions } from './options.js'
 import { checkNumber, checkPolicy, expected, failOption } from './validate.js'
 import { claimStore, trustProxyOption, Warnings } from './warnings.js'
 import type { BucketPolicy } from './bucket.js'
@@ -19,8 +19,9 @@ import type { BucketPolicy } from './bucket.js'
 export interface TollgateDecorator {
   /**
    * Takes `cost` tokens (default 1) from the bucket named `key` with `policy`
-   * (scaled by the store's quota share, like every other policy). Never throws
-   * for a refusal: read `allowed` and `retryAfterMs`.
+   * (scaled by the store's quota share, like every other policy; a cost above the
+   * share but within `policy` passes on a full share and overdraws it, see
+   * `BucketRequest.overdraft`). Never throws for a refusal: read `allowed` and `retryAfterMs`.
    */
   consume (key: string, policy: BucketPolicy, cost?: number): Promise<LimitDecision>
 }
@@ -41,7 +42,7 @@ function decorator (settings: Settings): TollgateDecorator {
       checkNumber(failOption, 'cost', cost, 0)
       const step: Step = {
         layer: 'manual',
-        buckets: [{ key: bucketKey('manual', key, 'manual'), policy: scaled, cost: shareCost(cost, scaled.capacity, whole.capacity) }],
+        buckets: [{ key: bucketKey('manual', key, 'manual'), policy: scaled, cost, overdraft: quotaShare < 1 && cost <= whole.capacity }],
         named: [namedPolicy('manual', scaled)],
         tier: undefined
       }

@@ -14,6 +14,15 @@ export interface BucketRequest {
   readonly policy: BucketPolicy
   /** Tokens to take, finite and ≥ 0 (checked before the store is called). */
   readonly cost: number
+  /**
+   * `policy` is this process's share of a larger quota, and `cost` may exceed its
+   * capacity (the caller sets it only for a cost within the whole quota): such a cost passes when the bucket is
+   * full and is debited whole, leaving the bucket in debt, so that N shares still
+   * spend one quota in the long run (`tokensNeeded` in bucket.ts). Default `false`:
+   * a cost above capacity never passes. Set by the plugin under
+   * `memoryStore({ replicas })`; a store that keeps whole quotas may ignore it.
+   */
+  readonly overdraft?: boolean | undefined
 }
 
 /** A decision, and how it was reached when the store could not use its shared state. */

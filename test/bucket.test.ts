@@ -1,12 +1,12 @@
 import t, { type Test } from 'tap'
-import { consume, consumeOne, msUntil, tokensAt, type BucketPolicy, type BucketState } from '../lib/bucket.js'
+import { consume, consumeOne, msUntil, tokensAt, tokensNeeded, type BucketPolicy, type BucketState } from '../lib/bucket.js'
 import { conformanceCases } from './helpers.js'
 
 /** Runs steps through the pure engine, keeping state as a store would. */
-function runEngine (policies: BucketPolicy[], steps: Array<{ atMs: number, costs: number[] }>) {
+function runEngine (policies: BucketPolicy[], steps: Array<{ atMs: number, costs: number[] }>, overdrafts?: boolean[]) {
   const states: Array<BucketState | undefined> = policies.map(() => undefined)
   return steps.map(({ atMs, costs }) => {
-    const decision = consume(states, policies, costs, atMs)
+    const decision = consume(states, policies, costs, atMs, overdrafts)
     if (decision.allowed) decision.tokens.forEach((tokens, i) => { states[i] = { tokens, lastMs: atMs } })
     return decision
   })
@@ -39,7 +39,7 @@ t.test('conformance cases (test/fixtures/token-bucket.json)', async (t) => {
 const B20R5: BucketPolicy = { capacity: 20, refillPerSecond: 5 }
 
 t.test('edge cases, by name', async (t) => {
-  const cases: Array<{ name: string, policy: BucketPolicy, steps: Array<{ atMs: number, cost: number }>, allowed: boolean[], check?: (decisions: ReturnType<typeof runEngine>, t: Test) => void }> = [
+  const cases: Array<{ name: string, policy: BucketPolicy, overdraft?: true, steps: Array<{ atMs: number, cost: number }>, allowed: boolean[], check?: (decisions: ReturnType<typeof runEngine>, t: Test) => void }> = [
     {
       name: 'a new bucket starts full',
       policy: B20R5,
@@ -65,6 +65,43 @@ t.test('edge cases, by name', async (t) => {
       steps: [{ atMs: 0, cost: 6 }, { atMs: 1e9, cost: 6 }],
       allowed: [false, false],
       check: (d, t) => { t.equal(d[0]?.retryAfterMs, Infinity, 'retry never') }
+    },
+    {
+      name: 'overdraft: a cost above capacity passes on a full bucket, debits the whole cost, and waits out the debt',
+      policy: { capacity: 5, refillPerSecond: 1 },
+      overdraft: true,
+      steps: [{ atMs: 0, cost: 20 }, { atMs: 0, cost: 1 }, { atMs: 19_999, cost: 20 }, { atMs: 20_000, cost: 20 }],
+      allowed: [true, false, false, true],
+      check: (d, t) => {
+        t.equal(d[0]?.tokens[0], -15, 'in debt by the excess: 5 − 20')
+        t.equal(d[1]?.retryAfterMs, 16_000, 'a cost of 1 waits for the debt and one token: 16 s')
+        t.ok(Math.abs((d[2]?.retryAfterMs ?? 0) - 1) < 1e-6, 'the next cost of 20 waits for a full bucket: 1 ms')
+        t.equal(d[3]?.tokens[0], -15)
+      }
+    },
+    {
+      name: 'overdraft: a cost above capacity waits for a full bucket, not just any tokens',
+      policy: { capacity: 5, refillPerSecond: 1 },
+      overdraft: true,
+      steps: [{ atMs: 0, cost: 1 }, { atMs: 0, cost: 20 }, { atMs: 1000, cost: 20 }],
+      allowed: [true, false, true],
+      check: (d, t) => { t.equal(d[1]?.retryAfterMs, 1000, 'until 5 of 5'); t.equal(d[2]?.tokens[0], -15) }
+    },
+    {
+      name: 'overdraft: a cost within capacity decides as without it',
+      policy: { capacity: 5, refillPerSecond: 1 },
+      overdraft: true,
+      steps: [{ atMs: 0, cost: 5 }, { atMs: 0, cost: 1 }, { atMs: 1000, cost: 1 }],
+      allowed: [true, false, true],
+      check: (d, t) => { t.equal(d[1]?.retryAfterMs, 1000); t.equal(d[2]?.tokens[0], 0, 'never below zero') }
+    },
+    {
+      name: 'overdraft with no refill: one pass from full, then never',
+      policy: { capacity: 5, refillPerSecond: 0 },
+      overdraft: true,
+      steps: [{ atMs: 0, cost: 20 }, { atMs: 1e12, cost: 1 }],
+      allowed: [true, false],
+      check: (d, t) => { t.equal(d[1]?.retryAfterMs, Infinity); t.equal(d[1]?.tokens[0], -15, 'the debt stays') }
     },
     {
       name: 'zero rate: the burst passes, nothing refills, retry is never',
@@ -110,11 +147,47 @@ t.test('edge cases, by name', async (t) => {
   ]
   for (const c of cases) {
     t.test(c.name, async (t) => {
-      const decisions = runEngine([c.policy], c.steps.map((s) => ({ atMs: s.atMs, costs: [s.cost] })))
+      const decisions = runEngine([c.policy], c.steps.map((s) => ({ atMs: s.atMs, costs: [s.cost] })), [c.overdraft === true])
       t.same(decisions.map((d) => d.allowed), c.allowed)
       c.check?.(decisions, t)
     })
   }
+})
+
+t.test('overdraft: over any window, a bucket spends at most capacity + refill × t + one excess', async (t) => {
+  // One replica's share of B = 20, R = 5/s among 3, for 60 s: a request of cost 20 every 250 ms, one of cost 1 every 2 s.
+  const policy: BucketPolicy = { capacity: 20 / 3, refillPerSecond: 5 / 3 }
+  const spentAt: Array<{ atMs: number, cost: number }> = []
+  let state: BucketState | undefined
+  for (let atMs = 0; atMs <= 60_000; atMs += 250) {
+    for (const cost of atMs % 2000 === 0 ? [20, 1] : [20]) {
+      const decision = consumeOne(state, policy, cost, atMs, true)
+      if (!decision.allowed) continue
+      state = { tokens: decision.tokens[0] as number, lastMs: atMs }
+      spentAt.push({ atMs, cost })
+    }
+  }
+  const excess = 20 - policy.capacity
+  let worst = -Infinity
+  for (const from of spentAt) {
+    for (const to of spentAt) {
+      if (to.atMs < from.atMs) continue
+      const spent = spentAt.filter((s) => s.atMs >= from.atMs && s.atMs <= to.atMs).reduce((sum, s) => sum + s.cost, 0)
+      const bound = policy.capacity + policy.refillPerSecond * (to.atMs - from.atMs) / 1000 + excess
+      worst = Math.max(worst, spent - bound)
+    }
+  }
+  t.ok(worst <= 1e-9, `every window within the bound (worst margin ${worst.toFixed(3)})`)
+  t.equal(spentAt.filter((s) => s.cost === 20).length, 5, 'the heavy requests pass, one each time the share is full again')
+  const total = spentAt.reduce((sum, s) => sum + s.cost, 0)
+  t.ok(total <= policy.capacity + policy.refillPerSecond * 60 + excess + 1e-9, `${total} tokens spent in 60 s: at most the share's quota, 106.67, plus one excess, 13.33`)
+})
+
+t.test('tokensNeeded', async (t) => {
+  t.equal(tokensNeeded(20, B20R5, false), 20)
+  t.equal(tokensNeeded(21, B20R5, false), 21, 'without overdraft, a cost above capacity needs more than the bucket holds')
+  t.equal(tokensNeeded(21, B20R5, true), 20, 'with overdraft, a full bucket')
+  t.equal(tokensNeeded(3, B20R5, true), 3, 'a cost within capacity needs itself')
 })
 
 t.test('a refusal changes nothing and allowed steps record time', async (t) => {
@@ -135,19 +208,21 @@ t.test('retry time is exact: retrying at it passes, a millisecond before does no
 })
 
 t.test('retry time is never early', async (t) => {
-  const cases: Array<{ name: string, policy: BucketPolicy, state: BucketState, cost: number, nowMs: number, retryAfterMs?: number }> = [
+  const cases: Array<{ name: string, policy: BucketPolicy, state: BucketState, cost: number, nowMs: number, retryAfterMs?: number, overdraft?: true }> = [
     // Found by the property tests: the exact quotient left the bucket an ulp short.
     { name: 'rounding: nudged past the float error', policy: { capacity: 149.76303114957818, refillPerSecond: 1 }, state: { tokens: 149.76303114957818 - 74.882, lastMs: 1_000_000 }, cost: 149.763, nowMs: 1_000_000 },
     { name: 'a clock behind the last step first catches up', policy: { capacity: 1, refillPerSecond: 1 }, state: { tokens: 0, lastMs: 10_000 }, cost: 1, nowMs: 9_000, retryAfterMs: 2000 },
     { name: 'a retry that lands on time zero', policy: B20R5, state: { tokens: 0, lastMs: -600 }, cost: 3, nowMs: -600, retryAfterMs: 600 },
-    { name: 'a slow bucket at a large clock', policy: { capacity: 3, refillPerSecond: 0.001 }, state: { tokens: 0.1, lastMs: 1.7e12 }, cost: 2.9, nowMs: 1.7e12 + 1234.5 }
+    { name: 'a slow bucket at a large clock', policy: { capacity: 3, refillPerSecond: 0.001 }, state: { tokens: 0.1, lastMs: 1.7e12 }, cost: 2.9, nowMs: 1.7e12 + 1234.5 },
+    { name: 'overdraft: a share in debt, thirds that do not divide evenly', policy: { capacity: 20 / 3, refillPerSecond: 5 / 3 }, state: { tokens: 20 / 3 - 20, lastMs: 1000 }, cost: 20, nowMs: 1000, overdraft: true }
   ]
   for (const c of cases) {
-    const denied = consume([c.state], [c.policy], [c.cost], c.nowMs)
+    const overdraft = c.overdraft === true
+    const denied = consume([c.state], [c.policy], [c.cost], c.nowMs, [overdraft])
     t.equal(denied.allowed, false, `${c.name}: refused`)
     if (c.retryAfterMs !== undefined) t.equal(denied.retryAfterMs, c.retryAfterMs, `${c.name}: ${c.retryAfterMs} ms`)
-    t.equal(consume([c.state], [c.policy], [c.cost], c.nowMs + denied.retryAfterMs).allowed, true, `${c.name}: a retry at it passes`)
-    t.equal(consumeOne(c.state, c.policy, c.cost, c.nowMs).retryAfterMs, denied.retryAfterMs, `${c.name}: consumeOne agrees`)
+    t.equal(consume([c.state], [c.policy], [c.cost], c.nowMs + denied.retryAfterMs, [overdraft]).allowed, true, `${c.name}: a retry at it passes`)
+    t.equal(consumeOne(c.state, c.policy, c.cost, c.nowMs, overdraft).retryAfterMs, denied.retryAfterMs, `${c.name}: consumeOne agrees`)
   }
 })
 
@@ -167,6 +242,11 @@ t.test('all or nothing over several buckets', async (t) => {
   t.equal(twoShort.retryAfterMs, 4000, 'the longest wait of the short buckets (4 000 ms for the route, 2 000 for the user)')
   const userSlower = consume([{ tokens: 0, lastMs: 0 }, routeState], [user, route], [20, 1], 0)
   t.equal(userSlower.retryAfterMs, 4000, '20 tokens at 5/s wait longer than 1 at 0.5/s')
+  const share = { capacity: 5, refillPerSecond: 1 }
+  const overdrawn = consume([undefined, { tokens: 1, lastMs: 0 }], [share, route], [20, 1], 0, [true, false])
+  t.same(overdrawn, { allowed: true, tokens: [-15, 0], retryAfterMs: 0 }, 'an overdraft bucket and a plain one, debited together')
+  const routeShort = consume([undefined, routeState], [share, route], [20, 1], 0, [true, false])
+  t.same(routeShort, { allowed: false, tokens: [5, 0], retryAfterMs: 2000 }, 'the plain bucket refuses: the overdraft bucket is not debited')
 })
 
 t.test('msUntil', async (t) => {
@@ -184,11 +264,13 @@ t.test('consumeOne decides exactly as consume over one bucket', async (t) => {
     for (const state of states) {
       for (const cost of [0, 0.5, 1, 3, 20, 21]) {
         for (const nowMs of [0, 499, 1000, 1500, 60_000]) {
-          t.same(consumeOne(state, policy, cost, nowMs), consume([state], [policy], [cost], nowMs))
-          compared++
+          for (const overdraft of [false, true]) {
+            t.same(consumeOne(state, policy, cost, nowMs, overdraft), consume([state], [policy], [cost], nowMs, [overdraft]))
+            compared++
+          }
         }
       }
     }
   }
-  t.equal(compared, 360)
+  t.equal(compared, 720)
 })

@@ -43,14 +43,15 @@ t.test('invalid manual arguments throw a coded error', async (t) => {
   await shared.close()
 })
 
-t.test('a manual cost above this replica\'s share takes the whole share; above the whole quota it never passes', async (t) => {
+t.test('a manual cost above this replica\'s share overdraws a full share; above the whole quota it never passes', async (t) => {
   const app = Fastify()
   await app.register(tollgate, { store: memoryStore({ replicas: 3 }), edge: { capacity: 3, refillPerSecond: 1 } })
   await app.ready()
   const policy = { capacity: 20, refillPerSecond: 0 }
   const heavy = await app.tollgate.consume('export', policy, 10)
-  t.match(heavy, { allowed: true, buckets: [{ tokens: 0 }] })
-  t.equal(heavy.cost, heavy.buckets[0]?.capacity, 'it took the share, 20 / 3')
+  t.match(heavy, { allowed: true, cost: 10 })
+  t.ok(Math.abs((heavy.buckets[0]?.tokens ?? 0) - (20 / 3 - 10)) < 1e-9, 'the whole cost was debited: the share, 20 / 3, is 3.33 in debt')
+  t.match(await app.tollgate.consume('export', policy, 1), { allowed: false, retryAfterMs: Infinity }, 'and it never refills')
   t.match(await app.tollgate.consume('other', policy, 21), { allowed: false, retryAfterMs: Infinity, cost: 21 })
   await app.close()
 })

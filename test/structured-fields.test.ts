@@ -160,7 +160,7 @@ function oddStore (tokens: number, retryAfterMs: number, policies?: Array<{ capa
 t.test('odd answers from a custom store still print whole numbers from 0 to 15 digits', async (t) => {
   const edge = { capacity: 10, refillPerSecond: 2 }
   const cases: Array<[string, Store, string, string, string | undefined]> = [
-    ['negative tokens', oddStore(-5, 2500), '"edge";q=10;w=5', '"edge";r=0;t=5', '3'],
+    ['negative tokens (a debt: 15 tokens to full at 2/s)', oddStore(-5, 2500), '"edge";q=10;w=5', '"edge";r=0;t=8', '3'],
     ['NaN tokens and wait', oddStore(Number.NaN, Number.NaN), '"edge";q=10;w=5', '"edge";r=0;t=5', undefined],
     ['huge tokens and wait', oddStore(1e300, 1e300), '"edge";q=10;w=5', '"edge";r=10;t=0', String(MAX_FIELD_INTEGER)],
     ['infinite tokens, negative wait', oddStore(Infinity, -1), '"edge";q=10;w=5', '"edge";r=10;t=0', '1'],

@@ -23,7 +23,10 @@ export interface MemoryStoreOptions {
   maxKeys?: number | undefined
   /**
    * This process is one of `replicas` that each keep their own state: every
-   * quota is divided by it (capacity and refill). Default 1.
+   * quota is divided by it (capacity and refill). A cost above this share (but
+   * within the whole quota) passes when the share is full and overdraws it
+   * (`BucketRequest.overdraft`), so the replicas together still spend one quota
+   * in the long run, plus at most one request's excess each. Default 1.
    */
   replicas?: number | undefined
   /** How often buckets that are full by now are dropped, in ms, from 1 to 2^31 − 1 (Node's longest timer). Default 60 000. */
@@ -66,6 +69,7 @@ export class MemoryStore implements Store {
   private readonly slotOf: number[] = []
   private readonly policies: BucketPolicy[] = []
   private readonly costs: number[] = []
+  private readonly overdrafts: boolean[] = []
 
   constructor (options: MemoryStoreOptions = {}) {
     const fail = failOption
@@ -86,17 +90,18 @@ export class MemoryStore implements Store {
     if (buckets.length === 1) return this.consumeOne(buckets[0] as BucketRequest)
     const nowMs = this.clock()
     const count = buckets.length
-    const { states, slotOf, policies, costs } = this
-    states.length = slotOf.length = policies.length = costs.length = count
+    const { states, slotOf, policies, costs, overdrafts } = this
+    states.length = slotOf.length = policies.length = costs.length = overdrafts.length = count
     for (let i = 0; i < count; i++) {
       const bucket = buckets[i] as BucketRequest
       const slot = this.slots.get(bucket.key) ?? NONE
       slotOf[i] = slot
       policies[i] = bucket.policy
       costs[i] = bucket.cost
+      overdrafts[i] = bucket.overdraft === true
       states[i] = this.stateOf(slot, i)
     }
-    const decision = consume(states, policies, costs, nowMs)
+    const decision = consume(states, policies, costs, nowMs, overdrafts)
     // Known buckets first, so that inserting a new one never evicts a bucket of this step.
     for (let i = 0; i < count; i++) {
       const slot = slotOf[i] as number
@@ -120,7 +125,7 @@ export class MemoryStore implements Store {
   private consumeOne (bucket: BucketRequest): BucketDecision {
     const nowMs = this.clock()
     let slot = this.slots.get(bucket.key) ?? NONE
-    const decision = consumeOne(this.stateOf(slot, 0), bucket.policy, bucket.cost, nowMs)
+    const decision = consumeOne(this.stateOf(slot, 0), bucket.policy, bucket.cost, nowMs, bucket.overdraft === true)
     if (decision.allowed) {
       if (slot === NONE) slot = this.insert(bucket.key)
       this.write(slot, decision.tokens[0] as number, bucket.policy, nowMs)

@@ -301,8 +301,9 @@ export class RedisStore implements Store {
     const local = buckets.map((bucket) => {
       const policy = { capacity: Math.max(1, share(bucket.policy.capacity)), refillPerSecond: share(bucket.policy.refillPerSecond) }
       policies.push(policy)
-      // A cost above the local capacity takes the whole local bucket, so heavy routes stay possible.
-      return { key: bucket.key, policy, cost: Math.min(bucket.cost, policy.capacity) }
+      // A cost above the local share but within the quota overdraws the share (bucket.ts, tokensNeeded):
+      // heavy routes stay possible, and the long-run rate stays the share's.
+      return { key: bucket.key, policy, cost: bucket.cost, overdraft: bucket.cost <= bucket.policy.capacity }
     })
     this.log('warn', 'degraded', { failMode: 'local', headroom: this.fallbackHeadroom, liveReplicas: this.liveReplicas },
       'fastify-tollgate: Redis unavailable; enforcing this replica\'s share locally (failMode local)')
