@@ -20,8 +20,12 @@ export const failOption: Fail = (problem) => { throw new InvalidOptionError(prob
  * (an `edge` config that is a class instance) must not put a secret in the logs.
  */
 const SECRET_NAME = /secret|token|passw|pwd|credential|auth|cookie|session|keys?$/i
+/** Counts named like keys (`maxKeys`) are no secrets. */
+const COUNT_NAME = /^(max|min)/i
 
-const hideSecrets = (name: string, value: unknown): unknown => SECRET_NAME.test(name) ? '[hidden]' : value
+const isSecretName = (name: string): boolean => SECRET_NAME.test(name) && !COUNT_NAME.test(name)
+
+const hideSecrets = (name: string, value: unknown): unknown => isSecretName(name) ? '[hidden]' : value
 
 /**
  * `value` as a reader would recognise it: `-1` (number), `"vip"` (string), `{"a":1}`

@@ -1,6 +1,7 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { routeBucket } from '../lib/options.js'
+import { memoryStore } from '../lib/index.js'
 import { describe } from '../lib/validate.js'
 import { readyWith } from './helpers.js'
 
@@ -142,6 +143,11 @@ t.test('a startup error never shows edge.keySecret, even for an edge config prin
   const error = await readyWith({ edge: new EdgeConfig() }).then(() => undefined, (error: unknown) => error as Error)
   t.match(error, { code: 'TOLLGATE_INVALID_OPTION', message: /Expected `edge` to be an object, got `\{"keySecret":"\[hidden\]","capacity":100,"refillPerSecond":50\}` \(object\)/ })
   t.notMatch(error?.message, /hmac-Secret/)
+})
+
+t.test('counts named like keys (maxKeys) are no secrets: describe() shows them', async (t) => {
+  t.equal(describe({ maxKeys: 5, minKeys: 1 }), '`{"maxKeys":5,"minKeys":1}` (object)')
+  t.throws(() => memoryStore({ maxKeys: 'many' as unknown as number }), { message: /`memoryStore\.maxKeys` to be an integer ≥ 1, got `"many"` \(string\)/ })
 })
 
 t.test('routeBucket: one name per route, the same for every way Fastify serves it', async (t) => {
