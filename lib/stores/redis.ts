@@ -232,6 +232,7 @@ export class RedisStore implements Store {
     const denial = this.denials?.lookup(buckets, nowMs)
     if (denial !== undefined) return denial
     if (!this.breaker.allows(nowMs)) return this.degrade(buckets)
+    this.denials?.sending(buckets)
     return this.batcher.add(buckets)
   }
 
@@ -258,7 +259,9 @@ export class RedisStore implements Store {
   /** Settles `batch` with the script's answer, or by `failMode` when Redis (`node`) stayed silent for `timeoutMs`. */
   private send (batch: Pending[], node: string): void {
     const sentMs = this.now()
-    this.bounded.wait(callScript(this.script, batch), node)
+    const call = callScript(this.script, batch)
+    this.denials?.settle(batch, call) // before the wait below: its reply is read once the batch has landed
+    this.bounded.wait(call, node)
       .then((decisions) => {
         if (this.breaker.succeeded()) {
           this.lastLogged.clear()
@@ -277,7 +280,6 @@ export class RedisStore implements Store {
         this.breaker.failed(this.now())
         this.log('error', 'redis-failed', { err: error, failMode: this.failMode, breaker: this.breaker.state },
           'fastify-tollgate: Redis call failed; deciding by failMode')
-        for (const pending of batch) this.denials?.forget(pending.buckets) // the call may have run
         for (const pending of batch) {
           try {
             pending.resolve(this.degrade(pending.buckets))
