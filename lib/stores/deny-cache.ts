@@ -131,7 +131,7 @@ export class DenyCache {
     const landed = (): void => {
       for (const { buckets } of batch) {
         for (const bucket of buckets) {
-          const count = this.inFlight.get(bucket.key) ?? 0
+          const count = this.inFlight.get(bucket.key) as number // counted by `sending`
           if (count > 1) this.inFlight.set(bucket.key, count - 1)
           else this.inFlight.delete(bucket.key)
         }
