@@ -1,6 +1,7 @@
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import tollgate, { redisStore, type RedisStore } from '../lib/index.js'
+import { BoundedWait } from '../lib/stores/bounded-wait.js'
 import { requireRedis, startRedis, type RedisServer } from './redis-server.js'
 
 const policy = { capacity: 10, refillPerSecond: 1 }
@@ -36,6 +37,33 @@ if (requireRedis(t)) {
     }
     t.same(errors, [], 'no call counted as failed')
     t.equal(store.state, 'closed')
+  })
+
+  t.test('one burst of 3 000 decisions (six script calls), a 200 ms pause, CPU per answer: every call is Redis\'s, one quota holds', async (t) => {
+    const server = await startRedis(t)
+    const { store, errors } = storeOn(t, server)
+    const burst = { capacity: 30, refillPerSecond: 2 }
+    await store.consume([{ key: '{warm}:k', policy: burst, cost: 1 }])
+    for (let run = 1; run <= 3; run++) {
+      const started = performance.now()
+      // 0.15 ms of CPU per answer (a handler's work): reading one call's reply holds the loop for 75 ms.
+      const decisions = Array.from({ length: 3000 }, async () => {
+        const decision = await store.consume([{ key: `{burst:${run}}:k`, policy: burst, cost: 1 }])
+        busyFor(0.15)
+        return decision
+      })
+      // The six calls go in this check phase; Redis answers them within ms, but Node reads
+      // their replies only after the pause, a socket buffer at a time: the later calls'
+      // timers have long fired by then.
+      await new Promise<void>((resolve) => { setImmediate(() => { setImmediate(() => { busyFor(200); resolve() }) }) })
+      const all = await Promise.all(decisions)
+      const elapsedS = (performance.now() - started) / 1000
+      const admitted = all.filter((decision) => decision.allowed).length
+      const local = all.filter((decision) => decision.degraded !== undefined).length
+      t.ok(admitted <= 30 + Math.ceil(2 * elapsedS), `run ${run}: admitted ${admitted} of 3000 in ${elapsedS.toFixed(2)} s (B = 30, R = 2/s)`)
+      t.equal(local, 0, `run ${run}: no decision by failMode`)
+    }
+    t.same(errors, [], 'no call counted as failed')
   })
 
   t.test('a frozen Redis (SIGSTOP): the store still fails over after about timeoutMs', async (t) => {
@@ -81,3 +109,21 @@ if (requireRedis(t)) {
     }
   })
 }
+
+t.test('the bounded wait counts answers per connection: a call waits while its node answers others, not while another node does', async (t) => {
+  const wait = new BoundedWait(20)
+  const never = new Promise<never>(() => {})
+  const outcome = async (call: Promise<unknown>): Promise<string> => call.then(() => 'answered', (error: Error) => error.message)
+  // Node `a` answers a call every 5 ms for 200 ms (ten times timeoutMs); node `b` never answers.
+  let streaming = true
+  const stream = (async () => {
+    const end = performance.now() + 200
+    while (performance.now() < end) await wait.wait(new Promise((resolve) => { setTimeout(resolve, 5) }), 'a')
+    streaming = false
+  })()
+  const onB = outcome(wait.wait(never, 'b')).then((message) => ({ message, streaming }))
+  const onA = outcome(wait.wait(never, 'a')).then((message) => ({ message, streaming }))
+  await stream
+  t.same(await onB, { message: 'fastify-tollgate: Redis did not answer within 20 ms', streaming: true }, 'b fails while a answers')
+  t.same(await onA, { message: 'fastify-tollgate: Redis did not answer within 20 ms', streaming: false }, 'a call on a fails once a stops answering')
+})

@@ -15,9 +15,13 @@
  * - a bucket whose key may have expired by now (a full bucket again) is not known.
  *
  * Only this process's replies update it, in Redis's order: a refusal replaces the
- * states of its buckets, an admission (or a call that failed, and so may have run)
- * forgets them. Requests decided meanwhile for the same keys elsewhere (another
- * replica, or a call still in flight) can take tokens, as they can after any
+ * states of its buckets, an admission forgets them. A request that goes to Redis
+ * forgets its buckets' states at once, and while it is on its way (until the
+ * client answers or fails its call; a timeout is not enough) no refusal is kept
+ * for its keys: its debit would make such a state's wait early. This counts requests in
+ * flight per key: one map update per bucket when a request goes to Redis and one
+ * when its call settles, only while the cache is on. Requests decided meanwhile
+ * for the same keys by another replica can take tokens, as they can after any
  * refusal. One under another policy (another replica's tier for the same user)
  * can also leave more tokens than a kept state counts; the cache then refuses
  * at most until that state's bucket refills to the cost or its key expires.
@@ -68,6 +72,8 @@ const samePolicy = (a: BucketPolicy, b: BucketPolicy): boolean =>
 
 export class DenyCache {
   private readonly entries = new Map<string, Entry>()
+  /** Per key, this process's requests on their way to Redis (keys with none are absent). */
+  private readonly inFlight = new Map<string, number>()
 
   /** `maxSize`: most bucket states kept (≥ 1); all are dropped when it is reached. */
   constructor (private readonly maxSize: number) {}
@@ -108,8 +114,36 @@ export class DenyCache {
   }
 
   /**
-   * Keeps the states a refusal read. `sentMs` and `receivedMs` (store clock) are
-   * when the call went out and when its reply came back: Redis decided in between.
+   * Notes that `buckets` go to Redis: their states are forgotten (the call may
+   * change them) and no refusal is kept for their keys until `settle(call)`.
+   */
+  sending (buckets: readonly BucketRequest[]): void {
+    this.forget(buckets)
+    for (const bucket of buckets) this.inFlight.set(bucket.key, (this.inFlight.get(bucket.key) ?? 0) + 1)
+  }
+
+  /**
+   * Ends, once `call` settles, the flight of the requests of `batch` (each noted by
+   * `sending`). Called before the store reads `call`'s reply, so that reply's own
+   * requests are no longer counted when its refusals are kept.
+   */
+  settle (batch: ReadonlyArray<{ readonly buckets: readonly BucketRequest[] }>, call: Promise<unknown>): void {
+    const landed = (): void => {
+      for (const { buckets } of batch) {
+        for (const bucket of buckets) {
+          const count = this.inFlight.get(bucket.key) as number // counted by `sending`
+          if (count > 1) this.inFlight.set(bucket.key, count - 1)
+          else this.inFlight.delete(bucket.key)
+        }
+      }
+    }
+    call.then(landed, landed)
+  }
+
+  /**
+   * Keeps the states a refusal read, but not for a key that a request sent after
+   * it still has in flight. `sentMs` and `receivedMs` (store clock) are when the
+   * call went out and when its reply came back: Redis decided in between.
    */
   remember (buckets: readonly BucketRequest[], refusal: ScriptRefusal, sentMs: number, receivedMs: number): void {
     if (buckets.length > this.maxSize) return
@@ -118,6 +152,7 @@ export class DenyCache {
     const toEarly = sentMs - refusal.atMs
     const toLate = receivedMs - refusal.atMs
     buckets.forEach((bucket, i) => {
+      if (this.inFlight.has(bucket.key)) return
       const state = refusal.buckets[i]
       this.entries.set(bucket.key, state === undefined
         ? { policy: bucket.policy, early: undefined, late: undefined, untilMs: Infinity }
@@ -130,7 +165,7 @@ export class DenyCache {
     })
   }
 
-  /** Drops the states of `buckets`: Redis admitted them (or may have). */
+  /** Drops the states of `buckets`: Redis admitted them, or a request on them goes to Redis. */
   forget (buckets: readonly BucketRequest[]): void {
     if (this.entries.size === 0) return
     for (const bucket of buckets) this.entries.delete(bucket.key)

@@ -17,6 +17,9 @@ import { parseNumber } from './redis-script.js'
  */
 export const MAX_BATCH = 10_000
 
+/** The node name of a single Redis (not a Cluster). */
+export const SINGLE_NODE = ''
+
 /** A decision waiting for its batch. */
 export interface Pending {
   readonly buckets: readonly BucketRequest[]
@@ -32,8 +35,8 @@ export interface MicroBatcherOptions {
    * keys; decisions of one node share a batch. Undefined: one node.
    */
   nodeOf: ((buckets: readonly BucketRequest[]) => string) | undefined
-  /** Sends one batch; settles each of its decisions, now or later. */
-  send: (batch: Pending[]) => void
+  /** Sends one batch to `node` (`SINGLE_NODE` on a single Redis); settles each of its decisions, now or later. */
+  send: (batch: Pending[], node: string) => void
 }
 
 /** Queues decisions and sends them in batches, once per event-loop turn. */
@@ -61,13 +64,13 @@ export class MicroBatcher {
     const queue = this.queue
     this.queue = []
     const { maxBatch, send } = this.options
-    for (const group of this.groups(queue)) {
+    for (const [node, group] of this.groups(queue)) {
       for (let start = 0; start < group.length; start += maxBatch) {
         const batch = group.slice(start, start + maxBatch)
         // A throw here would be uncaught (this runs in setImmediate): the process would
         // die and every queued decision hang. The batch's decisions fail instead (503s).
         try {
-          send(batch)
+          send(batch, node)
         } catch (error) {
           for (const pending of batch) pending.reject(error)
         }
@@ -76,9 +79,9 @@ export class MicroBatcher {
   }
 
   /** The queue grouped by node, in order. */
-  private groups (queue: Pending[]): Iterable<Pending[]> {
+  private groups (queue: Pending[]): Iterable<[string, Pending[]]> {
     const nodeOf = this.options.nodeOf
-    if (nodeOf === undefined) return [queue]
+    if (nodeOf === undefined) return [[SINGLE_NODE, queue]]
     const groups = new Map<string, Pending[]>()
     for (const pending of queue) {
       const node = nodeOf(pending.buckets)
@@ -86,7 +89,7 @@ export class MicroBatcher {
       if (group === undefined) groups.set(node, [pending])
       else group.push(pending)
     }
-    return groups.values()
+    return groups.entries()
   }
 }
 

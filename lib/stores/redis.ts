@@ -5,8 +5,9 @@
  * - Decisions asked for in one event-loop turn go to Redis as one script call per
  *   node (micro-batching).
  * - A key refused until T is refused locally until T (the deny cache).
- * - Every call is bounded by `timeoutMs`; on an error or a timeout, `failMode`
- *   decides, and a circuit breaker stops calling a dead Redis and probes it.
+ * - Every call is bounded by `timeoutMs` of silence from Redis; on an error or a
+ *   timeout, `failMode` decides, and a circuit breaker stops calling a dead Redis
+ *   and probes it.
  */
 import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
@@ -16,12 +17,12 @@ import type { BucketRequest, Store, StoreDecision, StoreLogger } from '../store.
 import {
   checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, checkTimer, expected, failOption
 } from '../validate.js'
-import { withTimeout } from './bounded-wait.js'
+import { BoundedWait } from './bounded-wait.js'
 import { CircuitBreaker, type BreakerState } from './circuit-breaker.js'
 import { clusterSlot } from './cluster-slot.js'
 import { MemoryStore } from './memory.js'
 import { DenyCache } from './deny-cache.js'
-import { callScript, MAX_BATCH, MicroBatcher, type Pending, type ScriptCall, type ScriptDecision, type ScriptCallOptions } from './redis-batch.js'
+import { callScript, MAX_BATCH, MicroBatcher, SINGLE_NODE, type Pending, type ScriptCall, type ScriptDecision, type ScriptCallOptions } from './redis-batch.js'
 import { CONSUME_SCRIPT, CONSUME_SCRIPT_CLUSTER, HEARTBEAT_SCRIPT, parseNumber } from './redis-script.js'
 
 /** What to do when Redis cannot answer in time. */
@@ -47,9 +48,11 @@ export interface RedisStoreOptions {
   /** Prepended to every key. Default `'tollgate:'`. Must not contain `{` or `}`. */
   prefix?: string | undefined
   /**
-   * Longest wait for Redis per call, in ms. Default 50. Every timer option (this one,
-   * `heartbeatIntervalMs`, `probeIntervalMs`, `connectWaitMs`) is at most 2^31 − 1 ms,
-   * the longest delay a Node timer keeps.
+   * The silence from Redis a call waits out, in ms. Default 50. A call fails once it
+   * has waited this long and no call on its connection (its Cluster node) was
+   * answered in the last `timeoutMs` (see lib/stores/bounded-wait.ts). Every timer
+   * option (this one, `heartbeatIntervalMs`, `probeIntervalMs`, `connectWaitMs`) is
+   * at most 2^31 − 1 ms, the longest delay a Node timer keeps.
    */
   timeoutMs?: number | undefined
   /** On an error or a timeout: `'open'` allows, `'closed'` refuses with 503, `'local'` (default) uses a local share. */
@@ -106,7 +109,8 @@ export class RedisStore implements Store {
   readonly failMode: FailMode
   private readonly client: RedisClientLike
   private readonly heartbeatCommand: ScriptCall
-  private readonly timeoutMs: number
+  /** Every call to Redis goes through it: bounded by `timeoutMs` of silence. */
+  private readonly bounded: BoundedWait
   private readonly fallbackHeadroom: number
   private readonly neverFullTtlMs: number
   private readonly logIntervalMs: number
@@ -145,7 +149,7 @@ export class RedisStore implements Store {
       expected(fail, 'redisStore.failMode', "'open', 'closed' or 'local'", failMode)
     }
     this.failMode = failMode
-    this.timeoutMs = checkTimer(fail, 'redisStore.timeoutMs', given.timeoutMs ?? 50, 1)
+    this.bounded = new BoundedWait(checkTimer(fail, 'redisStore.timeoutMs', given.timeoutMs ?? 50, 1))
     this.fallbackHeadroom = checkNumber(fail, 'redisStore.fallbackHeadroom', given.fallbackHeadroom ?? 0.2, 0)
     this.liveReplicas = checkInteger(fail, 'redisStore.replicas', given.replicas ?? 1, 1)
     this.heartbeatIntervalMs = checkTimer(fail, 'redisStore.heartbeatIntervalMs', given.heartbeatIntervalMs ?? 2000, 0, true)
@@ -178,8 +182,8 @@ export class RedisStore implements Store {
     }
     this.batcher = new MicroBatcher({
       maxBatch,
-      nodeOf: cluster ? (buckets) => this.nodeOf(buckets) : undefined,
-      send: (batch) => { this.send(batch) }
+      nodeOf: cluster ? (buckets) => this.nodeOf((buckets[0] as BucketRequest).key) : undefined,
+      send: (batch, node) => { this.send(batch, node) }
     })
 
     if (this.heartbeatIntervalMs > 0) {
@@ -228,6 +232,7 @@ export class RedisStore implements Store {
     const denial = this.denials?.lookup(buckets, nowMs)
     if (denial !== undefined) return denial
     if (!this.breaker.allows(nowMs)) return this.degrade(buckets)
+    this.denials?.sending(buckets)
     return this.batcher.add(buckets)
   }
 
@@ -235,8 +240,7 @@ export class RedisStore implements Store {
     if (this.heartbeatTimer !== undefined) clearInterval(this.heartbeatTimer)
     this.heartbeatTimer = undefined
     if (this.heartbeatIntervalMs > 0) {
-      await withTimeout(this.heartbeatCommand.call(this.client, this.key(REPLICAS_KEY), this.replicaId, 3 * this.heartbeatIntervalMs, '1'), this.timeoutMs)
-        .catch(() => {})
+      await this.beat('1').catch(() => {})
     }
     this.fallback.close()
     this.denials?.clear()
@@ -246,16 +250,18 @@ export class RedisStore implements Store {
     return this.prefix + key
   }
 
-  /** Cluster: the node serving a decision's slot (the slot itself while the slots are unknown). */
-  private nodeOf (buckets: readonly BucketRequest[]): string {
-    const slot = clusterSlot((buckets[0] as BucketRequest).key)
+  /** Cluster: the node serving a key's slot (the slot itself while the slots are unknown). */
+  private nodeOf (key: string): string {
+    const slot = clusterSlot(key)
     return this.client.slots?.[slot]?.[0] ?? `slot:${slot}`
   }
 
-  /** Settles `batch` with the script's answer, or by `failMode` when Redis did not answer within `timeoutMs`. */
-  private send (batch: Pending[]): void {
+  /** Settles `batch` with the script's answer, or by `failMode` when Redis (`node`) stayed silent for `timeoutMs`. */
+  private send (batch: Pending[], node: string): void {
     const sentMs = this.now()
-    withTimeout(callScript(this.script, batch), this.timeoutMs)
+    const call = callScript(this.script, batch)
+    this.denials?.settle(batch, call) // before the wait below: its reply is read once the batch has landed
+    this.bounded.wait(call, node)
       .then((decisions) => {
         if (this.breaker.succeeded()) {
           this.lastLogged.clear()
@@ -274,7 +280,6 @@ export class RedisStore implements Store {
         this.breaker.failed(this.now())
         this.log('error', 'redis-failed', { err: error, failMode: this.failMode, breaker: this.breaker.state },
           'fastify-tollgate: Redis call failed; deciding by failMode')
-        for (const pending of batch) this.denials?.forget(pending.buckets) // the call may have run
         for (const pending of batch) {
           try {
             pending.resolve(this.degrade(pending.buckets))
@@ -310,8 +315,14 @@ export class RedisStore implements Store {
     return { ...this.fallback.consume(local), degraded: 'local', policies }
   }
 
+  /** Announces this replica (`leaving` '0') or its leaving ('1'); resolves with the live replicas. */
+  private beat (leaving: '0' | '1'): Promise<unknown> {
+    const node = this.script.cluster ? this.nodeOf(REPLICAS_KEY) : SINGLE_NODE
+    return this.bounded.wait(this.heartbeatCommand.call(this.client, this.key(REPLICAS_KEY), this.replicaId, 3 * this.heartbeatIntervalMs, leaving), node)
+  }
+
   private async heartbeat (): Promise<void> {
-    await withTimeout(this.heartbeatCommand.call(this.client, this.key(REPLICAS_KEY), this.replicaId, 3 * this.heartbeatIntervalMs, '0'), this.timeoutMs)
+    await this.beat('0')
       .then((count) => { this.liveReplicas = Math.max(1, parseNumber(count)) })
       .catch((error: unknown) => {
         this.log('warn', 'heartbeat-failed', { err: error }, 'fastify-tollgate: Redis heartbeat failed; keeping the last replica count')
