@@ -36,12 +36,16 @@ function jwtIdentity (request: FastifyRequest): Identity | undefined {
  * of `app.tiers` (else `default`); otherwise anonymous, keyed by client IP under
  * the anonymous tier. Never a better tier than the claims prove.
  */
-function requester (request: FastifyRequest, app: AppSettings, ipv6Subnet: number): Requester {
+function requester (request: FastifyRequest, app: AppSettings, ipv6Subnet: number, warnings: Warnings): Requester {
   let identity: Identity | undefined
   try {
     identity = app.identify === undefined ? jwtIdentity(request) : app.identify(request)
   } catch (error) {
     request.log.error({ err: error }, 'fastify-tollgate: app.identify threw; treated as anonymous')
+  }
+  if (isPromise(identity)) {
+    warnings.warn('TOLLGATE_ASYNC_IDENTIFY')
+    identity = undefined
   }
   if (typeof identity === 'object' && identity !== null) {
     const { id, tier } = identity
@@ -53,6 +57,18 @@ function requester (request: FastifyRequest, app: AppSettings, ipv6Subnet: numbe
   return { kind: 'ip', id: clientAddress(request.ip, ipv6Subnet), tier: app.anonymousTier }
 }
 
+/**
+ * Whether a user function returned a promise where a value was due. Its rejection
+ * is then handled here, so that it cannot become an unhandled rejection (which
+ * ends the process by default).
+ */
+function isPromise (value: unknown): boolean {
+  const then = (value as { then?: unknown } | null | undefined)?.then
+  if (typeof then !== 'function') return false
+  ;(value as PromiseLike<unknown>).then(undefined, () => {})
+  return true
+}
+
 /** The route's cost for this request, or the error to fail it with. */
 function costOf (request: FastifyRequest, route: RouteSettings, capacity: number, tier: string): number | Error {
   if (typeof route.cost === 'number') return route.cost
@@ -62,6 +78,7 @@ function costOf (request: FastifyRequest, route: RouteSettings, capacity: number
   } catch (error) {
     return new InvalidCostError(route.route, 'the cost function threw', { cause: error })
   }
+  if (isPromise(cost)) return new InvalidCostError(route.route, 'the cost function returned a promise; it must return a number synchronously')
   if (typeof cost !== 'number' || !Number.isFinite(cost) || cost < 0) {
     return new InvalidCostError(route.route, `the cost function returned ${describe(cost)}; expected a finite number ≥ 0`)
   }
@@ -77,7 +94,7 @@ export function createAppHook (settings: Settings, app: AppSettings, route: Rout
   const checkForwarded = settings.edge === undefined // else the edge hook checks
   return function tollgateApp (request, reply, done) {
     if (checkForwarded) warnings.checkForwarded(request)
-    const who = requester(request, app, ipv6Subnet)
+    const who = requester(request, app, ipv6Subnet, warnings)
     if (warnings.anonymousLeft > 0) warnings.sawRequester(who.kind === 'ip')
     const main = app.tiers[who.tier] as NamedPolicy
     const wholeCapacity = (app.wholeTiers[who.tier] as BucketPolicy).capacity

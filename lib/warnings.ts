@@ -19,6 +19,9 @@ export const WARNINGS = {
   /** At the first request to a route declared before the plugin was loaded (its app layer then runs in a global hook). */
   TOLLGATE_ROUTE_BEFORE_PLUGIN:
     'A request reached a route declared before fastify-tollgate was loaded (register() not awaited, or the route declared first). Its app layer now runs in a global hook, before the route\'s own hooks, and its config.rateLimit was checked only now. Await register() before declaring routes.',
+  /** At the first request whose `app.identify` returned a promise (it must answer synchronously). */
+  TOLLGATE_ASYNC_IDENTIFY:
+    'app.identify returned a promise: it must return the identity synchronously (verify the token in an earlier hook and read request.user). Such requests are limited as anonymous.',
   /** At startup: a second registration in this process on the same store, or the same Redis client and prefix. */
   TOLLGATE_SHARED_STORE:
     'Another fastify-tollgate registration uses the same store (or the same Redis client and prefix): their buckets share keys and drain each other. Give each its own store or prefix.'

@@ -171,6 +171,29 @@ t.test('a cost function that throws or returns an invalid cost fails with a code
   await app.close()
 })
 
+t.test('a cost function that returns a promise fails with a coded 500, and its rejection never escapes', async (t) => {
+  const escaped: unknown[] = []
+  const onUnhandled = (reason: unknown): void => { escaped.push(reason) }
+  process.on('unhandledRejection', onUnhandled)
+  t.teardown(() => { process.off('unhandledRejection', onUnhandled) })
+  const { app } = await buildApp({ app: { tiers } })
+  const asyncCost = (async (request: { headers: Record<string, unknown> }) => {
+    if (request.headers['x-fail'] !== undefined) throw new Error('pricing service down')
+    return 1
+  }) as unknown as () => number
+  app.post('/async', { config: { rateLimit: { cost: asyncCost } } }, async () => 'ok')
+  await app.ready()
+  const headers = { authorization: `Bearer ${app.jwt.sign({ sub: 'alice' })}` }
+  for (const extra of [{}, { 'x-fail': '1' }]) {
+    const response = await app.inject({ method: 'POST', url: '/async', headers: { ...headers, ...extra } })
+    t.equal(response.statusCode, 500)
+    t.match(response.json(), { code: 'TOLLGATE_INVALID_COST', message: /returned a promise/ })
+  }
+  await new Promise((resolve) => setImmediate(resolve))
+  t.same(escaped, [], 'no unhandled rejection')
+  await app.close()
+})
+
 t.test('memoryStore({ replicas: 3 }): costs are checked against the whole quota; one above the share overdraws a full share', async (t) => {
   const clock = manualClock()
   const app = Fastify()

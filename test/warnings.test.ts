@@ -23,7 +23,7 @@ async function appWith (options: TollgateOptions, server: FastifyServerOptions =
 }
 
 t.test('each warning has a message that names the problem', async (t) => {
-  t.same(Object.keys(WARNINGS).sort(), ['TOLLGATE_FORWARDED_WITHOUT_TRUST_PROXY', 'TOLLGATE_ONLY_ANONYMOUS', 'TOLLGATE_ROUTE_BEFORE_PLUGIN', 'TOLLGATE_SHARED_STORE', 'TOLLGATE_TRUST_PROXY_TRUE'])
+  t.same(Object.keys(WARNINGS).sort(), ['TOLLGATE_ASYNC_IDENTIFY', 'TOLLGATE_FORWARDED_WITHOUT_TRUST_PROXY', 'TOLLGATE_ONLY_ANONYMOUS', 'TOLLGATE_ROUTE_BEFORE_PLUGIN', 'TOLLGATE_SHARED_STORE', 'TOLLGATE_TRUST_PROXY_TRUE'])
   for (const message of Object.values(WARNINGS)) t.ok(message.length > 40)
 })
 
@@ -142,4 +142,24 @@ t.test('invalid warnings options fail at startup with a coded error', async (t) 
   const on = await appWith({ edge: EDGE, warnings: { TOLLGATE_SHARED_STORE: true } satisfies Partial<Record<WarningCode, boolean>> }, { trustProxy: true })
   t.same(on.codes(), ['TOLLGATE_TRUST_PROXY_TRUE'], '`true` leaves a warning on; the others stay on by default')
   await on.app.close()
+})
+
+t.test('TOLLGATE_ASYNC_IDENTIFY: an identify that returns a promise is anonymous, warned once, and its rejection never escapes', async (t) => {
+  const escaped: unknown[] = []
+  const onUnhandled = (reason: unknown): void => { escaped.push(reason) }
+  process.on('unhandledRejection', onUnhandled)
+  t.teardown(() => { process.off('unhandledRejection', onUnhandled) })
+  const identify = (async (request: { headers: Record<string, unknown> }) => {
+    if (request.headers['x-fail'] !== undefined) throw new Error('token service down')
+    return { id: 'alice', tier: 'vip' }
+  }) as unknown as NonNullable<Exclude<TollgateOptions['app'], false | undefined>['identify']>
+  const { app, codes } = await appWith({
+    app: { tiers: { default: { capacity: 2, refillPerSecond: 0 }, vip: { capacity: 100, refillPerSecond: 0 } }, identify }
+  })
+  const answers = [await app.inject('/'), await app.inject({ url: '/', headers: { 'x-fail': '1' } }), await app.inject('/')]
+  t.same(answers.map((answer) => answer.statusCode), [200, 200, 429], 'limited as anonymous (the default tier, keyed by IP), never as vip')
+  await new Promise((resolve) => setImmediate(resolve))
+  t.same(codes(), ['TOLLGATE_ASYNC_IDENTIFY'], 'warned once')
+  t.same(escaped, [], 'no unhandled rejection')
+  await app.close()
 })
