@@ -7,9 +7,10 @@
  * - each one then runs as pasted in its own process (with JWT_SECRET, PORT=0 and a
  *   REDIS_URL in the environment), its `app` is closed, and the process exits by
  *   itself with nothing on stderr;
- * - the lines `npm start` and `npm run example redis` print under "Try it:",
- *   sent in order with fetch as bash and curl would, give the statuses their
- *   comments print.
+ * - the lines `npm start`, `npm run example jwt-tiers` and `npm run example redis`
+ *   print under "Try it:", sent in order with fetch as bash and curl would, give
+ *   the statuses their comments print (the first two pasted twice: the token
+ *   fetches still succeed, and so do the lines whose buckets are not spent).
  *
  * A block that is deliberately partial is marked on the line before its fence with
  * `<!-- readme-test: skip -->` (not checked) or `<!-- readme-test: compile-only -->`
@@ -247,10 +248,12 @@ async function runLines (lines: string[], vars: Map<string, string>): Promise<Li
   for (const line of lines) {
     if (line.trimStart().startsWith('#')) continue
     const [, command = '', comment = ''] = /^(.*?)(?:; echo)?(?:\s+#\s(.*))?$/.exec(line) ?? []
-    const token = /^(\w+)=\$\(curl -s '([^']+)' \| node -pe '.*\.token'\)$/.exec(command)
+    const token = /^(\w+)=\$\(curl -sf '([^']+)' \| node -pe '.*\.token'\)$/.exec(command)
     const loop = /^for (\w+) in (.+?); do (curl .+?); done(?:; echo)?$/.exec(command)
     if (token !== null) {
-      const { token: value } = await (await fetch(token[2] as string)).json() as { token: string }
+      const response = await fetch(token[2] as string)
+      if (response.status !== 200) throw new Error(`the token fetch gave ${response.status}: ${line}`)
+      const { token: value } = await response.json() as { token: string }
       vars.set(token[1] as string, value)
       continue
     }
@@ -294,11 +297,29 @@ t.test('the expectation grammar of the banners', async (t) => {
   t.notOk(meets('200 … 429 …', [200, 429, 200]))
 })
 
-t.test('npm start: the lines it prints, pasted as one block, give what they print', async (t) => {
-  const { banner } = await runExample(t, 'server')
+/**
+ * Pastes an example's one block twice: the first paste gives every printed
+ * status; the second fetches its tokens again (a refused fetch throws) and gives
+ * the printed statuses on the lines matching `again`, whose buckets the first
+ * paste did not spend.
+ */
+async function pasteTwice (t: Test, name: string, again: RegExp): Promise<void> {
+  const { banner } = await runExample(t, name)
   const steps = tryIt(banner)
   t.equal(steps.length, 1, 'one block')
-  checkLines(t, await runLines(steps[0] ?? [], new Map()))
+  const lines = steps[0] ?? []
+  checkLines(t, await runLines(lines, new Map()))
+  const second = (await runLines(lines, new Map())).filter(({ line }) => again.test(line))
+  t.ok(second.length > 0, 'lines checked again')
+  checkLines(t, second)
+}
+
+t.test('npm start: the lines it prints, pasted as one block (twice), give what they print', async (t) => {
+  await pasteTwice(t, 'server', /\$TOKEN|\$VIP|\/health/)
+})
+
+t.test('npm run example jwt-tiers: the lines it prints, pasted as one block (twice), give what they print', async (t) => {
+  await pasteTwice(t, 'jwt-tiers', /\$PRO/)
 })
 
 t.test('npm run example redis: says which Redis it uses, how to start a second replica, and the two share one quota', async (t) => {
