@@ -12,6 +12,9 @@ import { buildServer, demoLines } from './server.js'
 import { tokenLine } from './auth.js'
 import type { Example } from './example.js'
 
+/** The client each app built by `buildOnClient` uses, for `notConnected`. */
+const clients = new WeakMap<FastifyInstance, Redis | Cluster>()
+
 /** The demo API on a Redis or Cluster client, which it closes with the app. */
 export async function buildOnClient (client: Redis | Cluster, logger = false): Promise<FastifyInstance> {
   client.on('error', () => {}) // connection errors are reported by the store, rate-limited
@@ -20,7 +23,16 @@ export async function buildOnClient (client: Redis | Cluster, logger = false): P
   // The store never closes the client: its owner does.
   // disconnect(), not quit(): quit() rejects while the client is reconnecting, and the app would not close.
   app.addHook('onClose', async () => { client.disconnect() })
+  clients.set(app, client)
   return app
+}
+
+/** A warning when the app's Redis client is not connected once the app is ready (the store's own log shows only with LOG=1). */
+export function notConnected (app: FastifyInstance, where: string): string | undefined {
+  const status = clients.get(app)?.status
+  if (status === 'ready') return undefined
+  return `WARNING: Redis at ${where} is NOT connected (${String(status)}). Until it is, each replica limits alone,
+on its local share of each quota (failMode 'local'); the shared quotas below need it. LOG=1 shows the store's log.`
 }
 
 export async function buildRedisServer (redisUrl: string, logger = false): Promise<FastifyInstance> {
@@ -51,5 +63,6 @@ for u in ${url} ${other} ${url}; do curl -s -o /dev/null -w '%{http_code} ' -X P
 export const example: Example = {
   about: `The demo API on redisStore: run several replicas against one Redis (REDIS_URL, default ${DEFAULT_REDIS_URL}) and they share one quota.`,
   build: async ({ env = process.env, logger } = {}) => buildRedisServer(env.REDIS_URL ?? DEFAULT_REDIS_URL, logger),
-  tryIt
+  tryIt,
+  notice: (app) => notConnected(app, process.env.REDIS_URL ?? DEFAULT_REDIS_URL)
 }
