@@ -3,7 +3,9 @@
  * one quota instead of each admitting the whole of it.
  *
  *   REDIS_URL=redis://127.0.0.1:6379 PORT=3001 npm run example redis
- *   REDIS_URL=redis://127.0.0.1:6379 PORT=3002 npm run example redis
+ *   REDIS_URL=redis://127.0.0.1:6379 PORT=3002 PEER=http://127.0.0.1:3001 npm run example redis
+ *
+ * (the first prints the second's line; PEER tells the second where the first is).
  */
 import type { FastifyInstance } from 'fastify'
 import { Redis, type Cluster } from 'ioredis'
@@ -44,19 +46,27 @@ export async function buildRedisServer (redisUrl: string, logger = false): Promi
 /** Where the example finds Redis without `REDIS_URL`. */
 export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379'
 
-/** The demo lines, then how to start a second replica on the same Redis and see the two share one quota. */
+/**
+ * The demo lines, then how to see two replicas on the same Redis share one quota:
+ * the first tells how to start a second (PORT + 1, PEER = its own URL); the
+ * second (PEER set) sends to the first.
+ */
 function tryIt (url: string, env: NodeJS.ProcessEnv): string {
   const redisUrl = env.REDIS_URL ?? DEFAULT_REDIS_URL
   const here = new URL(url)
   const port = Number(here.port) + 1
-  const other = `${here.protocol}//${here.hostname}:${port}`
-  return `${tokenLine(url, 'CAROL', 'user=carol')}   # for the second replica, below
+  const other = env.PEER ?? `${here.protocol}//${here.hostname}:${port}`
+  const start = env.PEER === undefined
+    ? `# Start a second one on the same Redis, in another terminal:
+#   REDIS_URL=${redisUrl} PORT=${port} PEER=${url} npm run example redis
+# then export as carol on each in turn: two exports in all, not two on each.`
+    : `# This is the second replica; the first (PEER) is at ${env.PEER}.
+# Export as carol on each in turn: two exports in all, not two on each.`
+  return `${tokenLine(url, 'CAROL', 'user=carol')}   # for the two replicas, below
 ${demoLines(url)}
 
 # This replica keeps its buckets in the Redis at ${redisUrl} (REDIS_URL${env.REDIS_URL === undefined ? ', unset: the default' : ''}).
-# Start a second one on the same Redis, in another terminal:
-#   REDIS_URL=${redisUrl} PORT=${port} npm run example redis
-# then export as carol on each in turn: two exports in all, not two on each.
+${start}
 for u in ${url} ${other} ${url}; do curl -s -o /dev/null -w '%{http_code} ' -X POST -H "Authorization: Bearer $CAROL" $u/export; done; echo   # 200 200 429`
 }
 

@@ -331,13 +331,18 @@ t.test('npm run example redis: says which Redis it uses, how to start a second r
   checkLines(t, await runLines(here, vars))
 
   const both = next.flat()
-  const start = both.map((line) => /REDIS_URL=(\S+) PORT=(\d+) npm run example redis/.exec(line)).find((match) => match !== null)
+  const start = both.map((line) => /REDIS_URL=(\S+) PORT=(\d+) PEER=(\S+) npm run example redis/.exec(line)).find((match) => match !== null)
   if (start === undefined || start === null) return t.fail(`tells how to start a second replica:\n${first.banner}`)
-  const [, url = '', port = ''] = start
+  const [, url = '', port = '', peer = ''] = start
   t.equal(url, redisUrl, 'on the Redis this one uses')
+  t.equal(peer, first.url, 'pointing the second at this one')
   const own = new URL(first.url)
   t.not(port, own.port, `on another port than its own (${own.port})`)
-  const second = await runExample(t, 'redis', { REDIS_URL: url })
+  const second = await runExample(t, 'redis', { REDIS_URL: url, PEER: peer })
+  // The second replica's lines send to itself and to the first, not to a third port.
+  const secondLoop = tryIt(second.banner).flat().find((line) => line.startsWith('for u in'))
+  t.equal(secondLoop?.split(';')[0], `for u in ${second.url} ${first.url} ${second.url}`, 'the second replica aims at the first')
+  t.notMatch(second.banner, /npm run example redis/, 'and does not ask for a third')
   // The test cannot count on the suggested port being free: it runs the second replica where it can, and says so.
   const suggested = `${own.protocol}//${own.hostname}:${port}`
   checkLines(t, await runLines(both.map((line) => line.replaceAll(suggested, second.url)), vars))
