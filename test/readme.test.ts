@@ -7,8 +7,8 @@
  * - each one then runs as pasted in its own process (with JWT_SECRET, PORT=0 and a
  *   REDIS_URL in the environment), its `app` is closed, and the process exits by
  *   itself with nothing on stderr;
- * - the lines `npm start`, `npm run example jwt-tiers` and `npm run example redis`
- *   print under "Try it:", sent in order with fetch as bash and curl would, give
+ * - the lines `npm start`, `npm run example jwt-tiers`, `route-cost`, `replica-share`
+ *   and `redis` print under "Try it:", sent in order with fetch as bash and curl would, give
  *   the statuses their comments print (the first two pasted twice: the token
  *   fetches still succeed, and so do the lines whose buckets are not spent).
  *
@@ -298,17 +298,18 @@ t.test('the expectation grammar of the banners', async (t) => {
 })
 
 /**
- * Pastes an example's one block twice: the first paste gives every printed
+ * Pastes an example's one block (twice with `again`): the first paste gives every printed
  * status; the second fetches its tokens again (a refused fetch throws) and gives
  * the printed statuses on the lines matching `again`, whose buckets the first
  * paste did not spend.
  */
-async function pasteTwice (t: Test, name: string, again: RegExp): Promise<void> {
+async function pasteTwice (t: Test, name: string, again?: RegExp): Promise<void> {
   const { banner } = await runExample(t, name)
   const steps = tryIt(banner)
   t.equal(steps.length, 1, 'one block')
   const lines = steps[0] ?? []
   checkLines(t, await runLines(lines, new Map()))
+  if (again === undefined) return
   const second = (await runLines(lines, new Map())).filter(({ line }) => again.test(line))
   t.ok(second.length > 0, 'lines checked again')
   checkLines(t, second)
@@ -320,6 +321,11 @@ t.test('npm start: the lines it prints, pasted as one block (twice), give what t
 
 t.test('npm run example jwt-tiers: the lines it prints, pasted as one block (twice), give what they print', async (t) => {
   await pasteTwice(t, 'jwt-tiers', /\$PRO/)
+})
+
+t.test('npm run example route-cost / replica-share: the lines they print, pasted as one block, give what they print', async (t) => {
+  await pasteTwice(t, 'route-cost')
+  await pasteTwice(t, 'replica-share')
 })
 
 t.test('npm run example redis: says which Redis it uses, how to start a second replica, and the two share one quota', async (t) => {
