@@ -48,11 +48,19 @@ function title (number: number, text: string, about: string): void {
   print()
 }
 
+const USAGE = `Usage: npm run demo -- [act …] [--svg <file>]
+  acts: 1 the token bucket, 2 three replicas, 3 Redis goes away, 4 the two layers (default: all)
+  --svg <file>: where act 2 writes its SVG (default: build/demo/replicas.svg)
+`
 const args = process.argv.slice(2)
+if (args.includes('--help') || args.includes('-h')) {
+  process.stdout.write(USAGE)
+  process.exit(0)
+}
 const svgFlag = args.indexOf('--svg')
 const svgArg = svgFlag === -1 ? undefined : args[svgFlag + 1]
 if (svgFlag !== -1 && svgArg === undefined) {
-  process.stderr.write('Usage: npm run demo -- [act …] [--svg <file>]\n')
+  process.stderr.write(USAGE)
   process.exit(1)
 }
 /** Where act 2 writes its SVG: not the tracked demo/replicas.svg unless asked. */
@@ -60,7 +68,12 @@ const svgFile = svgArg === undefined
   ? fileURLToPath(new URL('replicas.svg', import.meta.url))
   : resolve(process.env.INIT_CWD ?? process.cwd(), svgArg) // npm runs scripts in the package folder; INIT_CWD is where it was called
 const actArgs = svgFlag === -1 ? args : [...args.slice(0, svgFlag), ...args.slice(svgFlag + 2)]
-const acts = new Set(actArgs.map(Number).filter((n) => n >= 1 && n <= 4))
+const unknown = actArgs.filter((arg) => !['1', '2', '3', '4'].includes(arg))
+if (unknown.length > 0) {
+  process.stderr.write(`Unknown act ${unknown.map((arg) => `"${arg}"`).join(', ')}.\n${USAGE}`)
+  process.exit(1)
+}
+const acts = new Set(actArgs.map(Number))
 const wants = (act: number): boolean => acts.size === 0 || acts.has(act)
 const started = performance.now()
 const summary: string[] = []

@@ -1,6 +1,7 @@
 /**
  * Demo authentication shared by the examples: `@fastify/jwt`, a hook that
- * verifies a bearer token when there is one, and `GET /token` to mint one.
+ * verifies a bearer token when there is one, and `GET /token` to mint one
+ * (exempt from the limits, so the printed lines can be pasted again).
  * A bad token leaves `request.user` unset: the request is anonymous, never a
  * better tier. (Minting tokens for anyone is for the demo only.)
  */
@@ -16,12 +17,12 @@ export async function addDemoAuth (app: FastifyInstance, secret = DEMO_SECRET): 
     if (request.headers.authorization === undefined) return
     try { await request.jwtVerify() } catch { /* anonymous */ }
   })
-  app.get('/token', async (request) => {
+  app.get('/token', { config: { rateLimit: false } }, async (request) => {
     const { user = 'alice', tier = 'default' } = request.query as { user?: string, tier?: string }
     return { token: app.jwt.sign({ sub: user, tier }, { expiresIn: '1h' }) }
   })
 }
 
-/** A shell line that stores a demo token for `query` in the variable `name`. */
+/** A shell line that stores a demo token for `query` in the variable `name` (a failed fetch prints an error, not `undefined`). */
 export const tokenLine = (url: string, name: string, query: string): string =>
-  `${name}=$(curl -s '${url}/token?${query}' | node -pe 'JSON.parse(require("fs").readFileSync(0)).token')`
+  `${name}=$(curl -sf '${url}/token?${query}' | node -pe 'JSON.parse(require("fs").readFileSync(0)).token')`

@@ -29,6 +29,8 @@ export interface Example {
   build: (options?: ExampleOptions) => Promise<FastifyInstance>
   /** Shell lines that show the limit at work against `url`, for the settings in `env`; a blank line separates steps. */
   tryIt: (url: string, env: NodeJS.ProcessEnv) => string
+  /** Once listening: a line on something wrong at startup (Redis not connected), or undefined. */
+  notice?: (app: FastifyInstance) => string | undefined
 }
 
 /** Listens on HOST:PORT (default 127.0.0.1:3000), prints lines to try, and closes on SIGINT or SIGTERM. */
@@ -36,9 +38,10 @@ export async function serve (name: string, example: Example): Promise<void> {
   const app = await example.build({ logger: process.env.LOG === '1' })
   const port = Number(process.env.PORT ?? 3000)
   const url = await app.listen({ port, host: process.env.HOST ?? '127.0.0.1' })
+  const notice = example.notice?.(app)
   process.stdout.write(`fastify-tollgate example "${name}" listening on ${url}
 ${example.about}
-
+${notice === undefined ? '' : `\n${notice}\n`}
 Try it:
 ${example.tryIt(url, process.env).split('\n').map((line) => line === '' ? '' : `  ${line}`).join('\n')}
 

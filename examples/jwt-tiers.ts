@@ -28,7 +28,7 @@ export const example: Example = {
   },
   tryIt: (url) => `${tokenLine(url, 'FREE', 'user=alice')}
 ${tokenLine(url, 'PRO', 'user=bob&tier=pro')}
-for i in $(seq 12); do curl -s -o /dev/null -w '%{http_code} ' -H "Authorization: Bearer $FREE" ${url}/; done; echo   # 10 then 429
-for i in $(seq 12); do curl -s -o /dev/null -w '%{http_code} ' -H "Authorization: Bearer $PRO" ${url}/; done; echo    # all 200
-curl -si -H "Authorization: Bearer $PRO" ${url}/ | grep -i ratelimit   # "app";q=50;w=5 and what is left`
+for i in $(seq 12); do curl -s -o /dev/null -w '%{http_code} ' -H "Authorization: Bearer $FREE" ${url}/; done; echo   # 200 … 429 …: 10, then 429
+for i in $(seq 12); do curl -s -o /dev/null -w '%{http_code} ' -H "Authorization: Bearer $PRO" ${url}/; done; echo    # 200 …: all pass
+curl -i -H "Authorization: Bearer $PRO" ${url}/; echo   # 200, RateLimit-Policy "app";q=50;w=5 and what is left`
 }

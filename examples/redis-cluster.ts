@@ -7,7 +7,7 @@
 import type { FastifyInstance } from 'fastify'
 import { Cluster } from 'ioredis'
 import { demoLines } from './server.js'
-import { buildOnClient } from './redis.js'
+import { buildOnClient, notConnected } from './redis.js'
 import type { Example } from './example.js'
 
 /** `host:port,host:port` to ioredis startup nodes. */
@@ -23,8 +23,12 @@ export async function buildClusterServer (nodes: string, logger = false): Promis
   return buildOnClient(new Cluster(clusterNodes(nodes), { enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 0 } }), logger)
 }
 
+/** Where the example finds the cluster without `REDIS_CLUSTER`. */
+const DEFAULT_CLUSTER = '127.0.0.1:7000'
+
 export const example: Example = {
-  about: 'The demo API on a Redis Cluster (REDIS_CLUSTER=host:port,host:port,...; default 127.0.0.1:7000).',
-  build: async ({ env = process.env, logger } = {}) => buildClusterServer(env.REDIS_CLUSTER ?? '127.0.0.1:7000', logger),
-  tryIt: demoLines
+  about: `The demo API on a Redis Cluster (REDIS_CLUSTER=host:port,host:port,...; default ${DEFAULT_CLUSTER}).`,
+  build: async ({ env = process.env, logger } = {}) => buildClusterServer(env.REDIS_CLUSTER ?? DEFAULT_CLUSTER, logger),
+  tryIt: demoLines,
+  notice: (app) => notConnected(app, process.env.REDIS_CLUSTER ?? DEFAULT_CLUSTER)
 }

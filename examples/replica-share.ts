@@ -22,6 +22,6 @@ export const example: Example = {
     app.get('/', async () => ({ hello: 'world', replicas }))
     return app
   },
-  tryIt: (url) => `for i in $(seq 12); do curl -s -o /dev/null -w '%{http_code} ' ${url}/; done; echo   # 10 (30 / 3) then 429
-curl -si ${url}/ | grep -i ratelimit-policy                                            # this replica's share: q=10`
+  tryIt: (url) => `curl -i ${url}/; echo                                                  # 200, RateLimit-Policy shows this replica's share: q=10
+for i in $(seq 12); do curl -s -o /dev/null -w '%{http_code} ' ${url}/; done; echo   # 200 … 429 …: the other 9 of the 10 (30 / 3) at once, about 5/s more, then 429`
 }

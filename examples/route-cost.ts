@@ -32,6 +32,7 @@ export const example: Example = {
     return app
   },
   tryIt: (url) => `${tokenLine(url, 'TOKEN', 'user=alice')}
-for i in 1 2 3; do curl -s -o /dev/null -w '%{http_code} ' -X POST -H "Authorization: Bearer $TOKEN" ${url}/export; done; echo   # 200 200 429
-curl -si -H "Authorization: Bearer $TOKEN" '${url}/search?size=100' | grep -i ratelimit   # costs 4`
+for i in 1 2 3; do curl -s -o /dev/null -w '%{http_code} ' -X POST -H "Authorization: Bearer $TOKEN" ${url}/export; done; echo   # 200 200 429: two exports spend alice's 20 tokens
+${tokenLine(url, 'BOB', 'user=bob')}
+curl -i -H "Authorization: Bearer $BOB" '${url}/search?size=100'; echo   # 200, costs 4: RateLimit shows r=16 of bob's 20`
 }

@@ -55,7 +55,7 @@ ${tokenLine(url, 'BOB', 'user=bob')}
 for i in 1 2 3; do curl -s -o /dev/null -w '%{http_code} ' -X POST -H "Authorization: Bearer $BOB" ${url}/export; done; echo   # 200 200 429: bob's 20 tokens pay for two exports at 10
 ${tokenLine(url, 'VIP', 'user=victor&tier=vip')}
 curl -i -X POST -H "Authorization: Bearer $VIP" ${url}/export; echo # 200: a VIP has 200 tokens, and 30 exports of its own
-for i in $(seq 12); do curl -s -o /dev/null -w '%{http_code} ' ${url}/; done; echo   # 200 … 429 …: no token: 10 per IP, and the GET /token lines above took some
+for i in $(seq 12); do curl -s -o /dev/null -w '%{http_code} ' ${url}/; done; echo   # 200 … 429 …: no token: 10 per IP (GET /token is exempt)
 curl -i ${url}/health; echo                                         # 200, exempt: no RateLimit headers`
 
 export const example: Example = {

@@ -134,3 +134,16 @@ t.test('npm run demo writes its SVG under build/, or where --svg says; never ove
   t.equal(bare.code, 1, '--svg without a file fails')
   t.match(bare.errors, /Usage: npm run demo -- \[act …\] \[--svg <file>\]/)
 })
+
+t.test('npm run demo: --help prints the usage; an unknown act fails with it, running nothing', async (t) => {
+  const [help, five, flag] = await Promise.all([runDemo(['--help']), runDemo(['5']), runDemo(['1', '--fast'])])
+  t.equal(help.code, 0, '--help exits 0')
+  t.match(help.output, /^Usage: npm run demo -- \[act …\] \[--svg <file>\]/)
+  t.match(help.output, /1 the token bucket, 2 three replicas, 3 Redis goes away, 4 the two layers/)
+  t.equal(five.code, 1, 'act 5 exits 1')
+  t.match(five.errors, /^Unknown act "5"\.\nUsage: npm run demo/)
+  t.notMatch(five.output, /Act \d\/4/, 'and runs no act')
+  t.equal(flag.code, 1, 'an unknown flag exits 1')
+  t.match(flag.errors, /^Unknown act "--fast"/)
+  t.notMatch(flag.output, /Act \d\/4/)
+})

@@ -215,11 +215,21 @@ t.test('every example starts with `npm run example <name>`, answers, and limits'
           ? { REDIS_URL: `redis://127.0.0.1:${(await startRedis(t)).port}` }
           : { REDIS_CLUSTER: (await startCluster(t)).ports.map((port) => `127.0.0.1:${port}`).join(',') }
       }
-      const { url } = await runExample(t, name, env)
+      const { url, banner } = await runExample(t, name, env)
+      t.notMatch(banner, /NOT connected/, 'no warning when Redis is there')
       const { statuses, passes } = await probes[name](url)
       t.ok(count(statuses, 200) >= passes, `at least ${passes} pass (${count(statuses, 200)} of ${statuses.length})`)
       t.ok(count(statuses, 429) >= 1, `and the limit answers 429 (${count(statuses, 429)})`)
     })
+  }
+})
+
+t.test('npm run example redis / redis-cluster say so when Redis is not connected at startup', async (t) => {
+  const nowhere = `127.0.0.1:${await freePort()}` // nothing listens there
+  for (const [name, env] of [['redis', { REDIS_URL: `redis://${nowhere}` }], ['redis-cluster', { REDIS_CLUSTER: nowhere }]] as const) {
+    const { banner } = await runExample(t, name, env)
+    t.match(banner, `WARNING: Redis at ${env.REDIS_URL ?? nowhere} is NOT connected`, name)
+    t.match(banner, /each replica limits alone/, name)
   }
 })
 

@@ -7,9 +7,10 @@
  * - each one then runs as pasted in its own process (with JWT_SECRET, PORT=0 and a
  *   REDIS_URL in the environment), its `app` is closed, and the process exits by
  *   itself with nothing on stderr;
- * - the lines `npm start` and `npm run example redis` print under "Try it:",
- *   sent in order with fetch as bash and curl would, give the statuses their
- *   comments print.
+ * - the lines `npm start`, `npm run example jwt-tiers`, `route-cost`, `replica-share`
+ *   and `redis` print under "Try it:", sent in order with fetch as bash and curl would, give
+ *   the statuses their comments print (the first two pasted twice: the token
+ *   fetches still succeed, and so do the lines whose buckets are not spent).
  *
  * A block that is deliberately partial is marked on the line before its fence with
  * `<!-- readme-test: skip -->` (not checked) or `<!-- readme-test: compile-only -->`
@@ -247,10 +248,12 @@ async function runLines (lines: string[], vars: Map<string, string>): Promise<Li
   for (const line of lines) {
     if (line.trimStart().startsWith('#')) continue
     const [, command = '', comment = ''] = /^(.*?)(?:; echo)?(?:\s+#\s(.*))?$/.exec(line) ?? []
-    const token = /^(\w+)=\$\(curl -s '([^']+)' \| node -pe '.*\.token'\)$/.exec(command)
+    const token = /^(\w+)=\$\(curl -sf '([^']+)' \| node -pe '.*\.token'\)$/.exec(command)
     const loop = /^for (\w+) in (.+?); do (curl .+?); done(?:; echo)?$/.exec(command)
     if (token !== null) {
-      const { token: value } = await (await fetch(token[2] as string)).json() as { token: string }
+      const response = await fetch(token[2] as string)
+      if (response.status !== 200) throw new Error(`the token fetch gave ${response.status}: ${line}`)
+      const { token: value } = await response.json() as { token: string }
       vars.set(token[1] as string, value)
       continue
     }
@@ -294,11 +297,35 @@ t.test('the expectation grammar of the banners', async (t) => {
   t.notOk(meets('200 … 429 …', [200, 429, 200]))
 })
 
-t.test('npm start: the lines it prints, pasted as one block, give what they print', async (t) => {
-  const { banner } = await runExample(t, 'server')
+/**
+ * Pastes an example's one block (twice with `again`): the first paste gives every printed
+ * status; the second fetches its tokens again (a refused fetch throws) and gives
+ * the printed statuses on the lines matching `again`, whose buckets the first
+ * paste did not spend.
+ */
+async function pasteTwice (t: Test, name: string, again?: RegExp): Promise<void> {
+  const { banner } = await runExample(t, name)
   const steps = tryIt(banner)
   t.equal(steps.length, 1, 'one block')
-  checkLines(t, await runLines(steps[0] ?? [], new Map()))
+  const lines = steps[0] ?? []
+  checkLines(t, await runLines(lines, new Map()))
+  if (again === undefined) return
+  const second = (await runLines(lines, new Map())).filter(({ line }) => again.test(line))
+  t.ok(second.length > 0, 'lines checked again')
+  checkLines(t, second)
+}
+
+t.test('npm start: the lines it prints, pasted as one block (twice), give what they print', async (t) => {
+  await pasteTwice(t, 'server', /\$TOKEN|\$VIP|\/health/)
+})
+
+t.test('npm run example jwt-tiers: the lines it prints, pasted as one block (twice), give what they print', async (t) => {
+  await pasteTwice(t, 'jwt-tiers', /\$PRO/)
+})
+
+t.test('npm run example route-cost / replica-share: the lines they print, pasted as one block, give what they print', async (t) => {
+  await pasteTwice(t, 'route-cost')
+  await pasteTwice(t, 'replica-share')
 })
 
 t.test('npm run example redis: says which Redis it uses, how to start a second replica, and the two share one quota', async (t) => {
@@ -310,13 +337,18 @@ t.test('npm run example redis: says which Redis it uses, how to start a second r
   checkLines(t, await runLines(here, vars))
 
   const both = next.flat()
-  const start = both.map((line) => /REDIS_URL=(\S+) PORT=(\d+) npm run example redis/.exec(line)).find((match) => match !== null)
+  const start = both.map((line) => /REDIS_URL=(\S+) PORT=(\d+) PEER=(\S+) npm run example redis/.exec(line)).find((match) => match !== null)
   if (start === undefined || start === null) return t.fail(`tells how to start a second replica:\n${first.banner}`)
-  const [, url = '', port = ''] = start
+  const [, url = '', port = '', peer = ''] = start
   t.equal(url, redisUrl, 'on the Redis this one uses')
+  t.equal(peer, first.url, 'pointing the second at this one')
   const own = new URL(first.url)
   t.not(port, own.port, `on another port than its own (${own.port})`)
-  const second = await runExample(t, 'redis', { REDIS_URL: url })
+  const second = await runExample(t, 'redis', { REDIS_URL: url, PEER: peer })
+  // The second replica's lines send to itself and to the first, not to a third port.
+  const secondLoop = tryIt(second.banner).flat().find((line) => line.startsWith('for u in'))
+  t.equal(secondLoop?.split(';')[0], `for u in ${second.url} ${first.url} ${second.url}`, 'the second replica aims at the first')
+  t.notMatch(second.banner, /npm run example redis/, 'and does not ask for a third')
   // The test cannot count on the suggested port being free: it runs the second replica where it can, and says so.
   const suggested = `${own.protocol}//${own.hostname}:${port}`
   checkLines(t, await runLines(both.map((line) => line.replaceAll(suggested, second.url)), vars))

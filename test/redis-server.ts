@@ -22,13 +22,16 @@ function onPath (command: string): boolean {
 
 export const redisAvailable = onPath('redis-server') && onPath('redis-cli')
 
+/** Whether this is CI (CI=true or CI=1), where the Redis suites must run. */
+export const inCI = process.env.CI === 'true' || process.env.CI === '1'
+
 /**
  * Whether the Redis suites can run. Without redis-server they are skipped loudly
  * outside CI, and fail in CI (CI=true), where they must run.
  */
 export function requireRedis (t: Test): boolean {
   if (redisAvailable) return true
-  if (process.env.CI === 'true' || process.env.CI === '1') {
+  if (inCI) {
     t.fail('redis-server and redis-cli must be on PATH in CI (.ci/run installs them)')
   } else {
     const line = '*'.repeat(78)
