@@ -56,7 +56,7 @@ export const NODE_FLAGS = [
   '--single-threaded', // V8: no concurrent compiles, no background GC tasks
   '--min-semi-space-size=16', '--max-semi-space-size=16' // a fixed young generation (MB per semi-space)
 ]
-export const ALL_MEMORY = ['bare', 'floor', 'frl:all:memory', 'rlf:all:memory', 'tollgate:edge:memory', 'tollgate:both:memory', 'rlf:flood:memory', 'tollgate:flood:memory']
+export const ALL_MEMORY = ['bare', 'floor', 'floor:flood', 'frl:all:memory', 'rlf:all:memory', 'tollgate:edge:memory', 'tollgate:both:memory', 'rlf:flood:memory', 'tollgate:flood:memory']
 
 const run = promisify(execFile)
 const control = (pid, ...args) => run('callgrind_control', [...args, String(pid)])

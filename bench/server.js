@@ -60,6 +60,19 @@ async function build () {
         return reply
       }
     })
+  } else if (name === 'floor' && layers === 'flood') {
+    // What any limiter that refuses through Fastify's error handler (so that setErrorHandler
+    // shapes the body) pays, with the headers a tollgate refusal carries: one hook, four
+    // headers, an error without a stack trace, the same message (10 per hour: 360 s to the next token).
+    const { default: createError } = await import('@fastify/error')
+    const Refused = createError('FLOOR_RATE_LIMITED', 'Rate limit exceeded, retry in 360 seconds', 429, Error, false)
+    app.addHook('onRequest', (request, reply, done) => {
+      reply.header('ratelimit-policy', '"edge";q=10;w=360')
+      reply.header('ratelimit', '"edge";r=0;t=360')
+      reply.header('retry-after', 360)
+      reply.header('cache-control', 'no-store')
+      done(new Refused())
+    })
   } else if (name === 'floor') {
     // What any two-layer limiter pays in Fastify before deciding anything: a global
     // onRequest hook, a route-level preHandler hook, and the two headers with both members.

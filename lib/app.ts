@@ -8,8 +8,9 @@
 import type { FastifyReply, FastifyRequest, RouteOptions } from 'fastify'
 import { runStep, type Done } from './decide.js'
 import { InvalidCostError } from './errors.js'
-import type { NamedPolicy } from './headers.js'
+import { HeaderLayout, type NamedPolicy } from './headers.js'
 import { bucketKey, clientAddress } from './keys.js'
+import { addressKey, memoize } from './key-cache.js'
 import { checkRouteConfig, routeName, type AppSettings, type Identity, type RouteSettings, type Settings } from './options.js'
 import type { BucketPolicy } from './bucket.js'
 import type { BucketRequest } from './store.js'
@@ -19,8 +20,29 @@ import type { Warnings } from './warnings.js'
 /** Who a request is from, as keys see it. */
 interface Requester {
   kind: 'user' | 'ip'
+  /** The user id (`''` for kind `ip`: the keys read the client address from the request). */
   id: string
   tier: string
+}
+
+/** The app layer's bucket keys, shared by the routes of one registration. */
+export interface AppKeys {
+  /** `{user:<id>}:app` from a user id; cached. */
+  user: (id: string) => string
+  /** `{ip:<address>}:app` for the request's client address; cached. */
+  address: (request: FastifyRequest) => string
+  /** The key of a route's own bucket `bucket` (`route:POST /export`) for `who`, the requester of `request`. */
+  route: (who: Requester, request: FastifyRequest, bucket: string) => string
+}
+
+/** `perConnection`: request.ip is the connection's address (trustProxy off), see `addressKey`. */
+export function appKeys (ipv6Subnet: number, perConnection: boolean): AppKeys {
+  return {
+    user: memoize((id) => bucketKey('user', id, 'app')),
+    address: addressKey(memoize((ip) => bucketKey('ip', clientAddress(ip, ipv6Subnet), 'app')), perConnection),
+    // request.ip is undefined once the socket is gone (then `unknown`, like the other keys).
+    route: (who, request, bucket) => bucketKey(who.kind, who.kind === 'ip' ? clientAddress(request.ip, ipv6Subnet) : who.id, bucket)
+  }
 }
 
 /** The default `identify`: the verified `request.user` of @fastify/jwt (`null` until verified). */
@@ -36,7 +58,7 @@ function jwtIdentity (request: FastifyRequest): Identity | undefined {
  * of `app.tiers` (else `default`); otherwise anonymous, keyed by client IP under
  * the anonymous tier. Never a better tier than the claims prove.
  */
-function requester (request: FastifyRequest, app: AppSettings, ipv6Subnet: number, warnings: Warnings): Requester {
+function requester (request: FastifyRequest, app: AppSettings, warnings: Warnings): Requester {
   let identity: Identity | undefined
   try {
     identity = app.identify === undefined ? jwtIdentity(request) : app.identify(request)
@@ -54,7 +76,7 @@ function requester (request: FastifyRequest, app: AppSettings, ipv6Subnet: numbe
       return { kind: 'user', id: String(id), tier: typeof tier === 'string' && Object.hasOwn(app.tiers, tier) ? tier : 'default' }
     }
   }
-  return { kind: 'ip', id: clientAddress(request.ip, ipv6Subnet), tier: app.anonymousTier }
+  return { kind: 'ip', id: '', tier: app.anonymousTier }
 }
 
 /**
@@ -90,28 +112,33 @@ function costOf (request: FastifyRequest, route: RouteSettings, capacity: number
 
 type Hook = (request: FastifyRequest, reply: FastifyReply, done: Done) => void
 
-export function createAppHook (settings: Settings, app: AppSettings, route: RouteSettings, ipv6Subnet: number, warnings: Warnings): Hook {
+export function createAppHook (settings: Settings, app: AppSettings, route: RouteSettings, keys: AppKeys, warnings: Warnings): Hook {
   const checkForwarded = settings.edge === undefined // else the edge hook checks
+  // Per tier: its buckets (the user's, then the route's own with a route quota) and its whole capacity.
+  const tiers = new Map<string, { layout: HeaderLayout, wholeCapacity: number }>()
+  for (const tier of Object.keys(app.tiers)) {
+    const main = app.tiers[tier] as NamedPolicy
+    const own = route.quota === undefined ? undefined : (route.quota[tier] ?? route.quota.default) as NamedPolicy
+    const layout = new HeaderLayout(own === undefined ? [main] : [main, own])
+    tiers.set(tier, { layout, wholeCapacity: (app.wholeTiers[tier] as BucketPolicy).capacity })
+  }
   return function tollgateApp (request, reply, done) {
     if (checkForwarded) warnings.checkForwarded(request)
-    const who = requester(request, app, ipv6Subnet, warnings)
+    const who = requester(request, app, warnings)
     if (warnings.anonymousLeft > 0) warnings.sawRequester(who.kind === 'ip')
-    const main = app.tiers[who.tier] as NamedPolicy
-    const wholeCapacity = (app.wholeTiers[who.tier] as BucketPolicy).capacity
+    const { layout, wholeCapacity } = tiers.get(who.tier) as { layout: HeaderLayout, wholeCapacity: number }
     const cost = costOf(request, route, wholeCapacity, who.tier)
     if (cost instanceof Error) {
       done(cost)
       return
     }
     // Under a quota share, a cost above the share (checked against the whole quota) overdraws it.
-    const buckets: BucketRequest[] = [{ key: bucketKey(who.kind, who.id, 'app'), policy: main.policy, cost, overdraft: app.overdraft }]
-    const named: NamedPolicy[] = [main]
-    if (route.quota !== undefined) {
-      const own = (route.quota[who.tier] ?? route.quota.default) as NamedPolicy
-      buckets.push({ key: bucketKey(who.kind, who.id, route.bucket), policy: own.policy, cost: 1 })
-      named.push(own)
+    const key = who.kind === 'user' ? keys.user(who.id) : keys.address(request)
+    const buckets: BucketRequest[] = [{ key, policy: (layout.buckets[0] as NamedPolicy).policy, cost, overdraft: app.overdraft }]
+    if (layout.buckets.length > 1) {
+      buckets.push({ key: keys.route(who, request, route.bucket), policy: (layout.buckets[1] as NamedPolicy).policy, cost: 1 })
     }
-    runStep(settings, request, reply, { layer: 'app', buckets, named, tier: who.tier }, done)
+    runStep(settings, request, reply, { layer: 'app', buckets, layout, tier: who.tier }, done)
   }
 }
 
@@ -165,7 +192,7 @@ export function routeMark (): RouteMark {
  * config; a bad config fails that route's requests with its coded 500. A route is
  * unseen when it lacks this registration's `mark`, whatever other registrations saw.
  */
-export function createUnseenRouteHook (settings: Settings, app: AppSettings, ipv6Subnet: number, warnings: Warnings, mark: RouteMark): Hook {
+export function createUnseenRouteHook (settings: Settings, app: AppSettings, keys: AppKeys, warnings: Warnings, mark: RouteMark): Hook {
   const hooks = new WeakMap<object, Hook | false | Error>()
   return function tollgateAppUnseen (request, reply, done) {
     if (request.is404) {
@@ -183,7 +210,7 @@ export function createUnseenRouteHook (settings: Settings, app: AppSettings, ipv
       warnings.warn('TOLLGATE_ROUTE_BEFORE_PLUGIN', { route: routeName(route) })
       try {
         const routeSettings = checkRouteConfig(route, config.rateLimit, app)
-        hook = routeSettings !== false && createAppHook(settings, app, routeSettings, ipv6Subnet, warnings)
+        hook = routeSettings !== false && createAppHook(settings, app, routeSettings, keys, warnings)
       } catch (error) {
         hook = error as Error
       }

@@ -5,7 +5,7 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { RateLimitedError, StoreUnavailableError } from './errors.js'
-import { namedPolicy, writeHeaders, type NamedPolicy } from './headers.js'
+import { HeaderLayout, namedPolicy, writeHeaders, type NamedPolicy } from './headers.js'
 import type { LimitDecision, Settings } from './options.js'
 import type { BucketRequest, StoreDecision } from './store.js'
 
@@ -14,9 +14,9 @@ export type Done = (error?: Error) => void
 /** What one layer asks of the store for one request. */
 export interface Step {
   layer: LimitDecision['layer']
-  /** The buckets to consume, all or nothing; `named[i]` describes `buckets[i]`. */
+  /** The buckets to consume, all or nothing; `layout.buckets[i]` names `buckets[i]`. */
   buckets: BucketRequest[]
-  named: readonly NamedPolicy[]
+  layout: HeaderLayout
   tier: string | undefined
 }
 
@@ -51,7 +51,7 @@ export function report (step: Step, decision: StoreDecision): LimitDecision {
     cost: (step.buckets[0] as BucketRequest).cost,
     retryAfterMs: decision.retryAfterMs,
     buckets: step.buckets.map((bucket, i) => ({
-      name: (step.named[i] as NamedPolicy).name,
+      name: (step.layout.buckets[i] as NamedPolicy).name,
       key: bucket.key,
       capacity: (decision.policies?.[i] ?? bucket.policy).capacity,
       refillPerSecond: (decision.policies?.[i] ?? bucket.policy).refillPerSecond,
@@ -66,8 +66,10 @@ function finish (settings: Settings, request: FastifyRequest, reply: FastifyRepl
   // Honest headers when degraded: a local share shows its own policies; an uncounted pass shows none.
   if (settings.headers !== false && decision.degraded !== 'open') {
     const applied = decision.policies
-    const named = applied === undefined ? step.named : step.named.map((bucket, i) => namedPolicy(bucket.name, applied[i] as typeof bucket.policy))
-    writeHeaders(reply, settings.headers, named, decision.tokens)
+    const layout = applied === undefined
+      ? step.layout
+      : new HeaderLayout(step.layout.buckets.map((bucket, i) => namedPolicy(bucket.name, applied[i] as typeof bucket.policy)))
+    writeHeaders(reply, settings.headers, layout, decision.tokens)
   }
   if (decision.allowed) {
     done()

@@ -16,8 +16,9 @@ import type { LimitDecision } from './options.js'
  */
 type TollgateError<C extends string, S extends number, A extends unknown[]> = FastifyErrorConstructor<{ code: C, statusCode: S }, A>
 
-const RateLimitedBase: TollgateError<'TOLLGATE_RATE_LIMITED', 429, [string]> = createError(
-  'TOLLGATE_RATE_LIMITED', 'Rate limit exceeded%s', 429, Error, false)
+// No `%s` in the message: @fastify/error would run util.format on every refusal.
+const RateLimitedBase: TollgateError<'TOLLGATE_RATE_LIMITED', 429, []> = createError(
+  'TOLLGATE_RATE_LIMITED', 'Rate limit exceeded', 429, Error, false)
 
 /**
  * 429: a bucket is empty. Built without a stack trace: refusals are routine and
@@ -34,10 +35,11 @@ export class RateLimitedError extends RateLimitedBase {
   readonly retryAfterSeconds: number | undefined
 
   constructor (decision: LimitDecision) {
+    super()
     const seconds = retryAfterSeconds(decision.retryAfterMs)
-    super(seconds === undefined
-      ? ': this quota does not refill'
-      : `, retry in ${seconds} second${seconds === 1 ? '' : 's'}`)
+    this.message = seconds === undefined
+      ? 'Rate limit exceeded: this quota does not refill'
+      : `Rate limit exceeded, retry in ${seconds} second${seconds === 1 ? '' : 's'}`
     this.decision = decision
     this.retryAfterSeconds = seconds
   }

@@ -76,24 +76,52 @@ export function retryAfterSeconds (retryAfterMs: number): number | undefined {
   return Math.max(1, fieldInteger(ceilSeconds(retryAfterMs)))
 }
 
-function append (reply: FastifyReply, name: string, member: string): void {
-  const previous = reply.getHeader(name)
-  reply.header(name, previous === undefined ? member : `${String(previous)}, ${member}`)
+/**
+ * The buckets of one layer's step as the headers show them, in order, with their
+ * `RateLimit-Policy` members joined once (a step's policies are constant per tier and route).
+ */
+export class HeaderLayout {
+  /** `"app";q=100;w=10, "route";q=5;w=60`: this step's members of `RateLimit-Policy`. */
+  readonly policyValue: string
+  private lastBefore: string | undefined
+  private lastCombined = ''
+
+  constructor (readonly buckets: readonly NamedPolicy[]) {
+    this.policyValue = buckets.map((bucket) => bucket.policyMember).join(', ')
+  }
+
+  /** `RateLimit-Policy` with this step's members after `before` (another layer's); the last result is kept. */
+  policyAfter (before: string): string {
+    if (before !== this.lastBefore) {
+      this.lastBefore = before
+      this.lastCombined = `${before}, ${this.policyValue}`
+    }
+    return this.lastCombined
+  }
 }
 
-/** Writes the headers for the buckets of one layer's step; `tokens[i]` belongs to `buckets[i]`. */
+/** `value` appended to what header `name` holds (an earlier layer's members, or another limiter's). */
+function append (reply: FastifyReply, name: string, value: string): void {
+  const previous = reply.getHeader(name)
+  reply.header(name, previous === undefined ? value : `${String(previous)}, ${value}`)
+}
+
+/** Writes the headers for the buckets of one layer's step; `tokens[i]` belongs to `layout.buckets[i]`. */
 export function writeHeaders (
   reply: FastifyReply,
   style: HeaderStyle,
-  buckets: readonly NamedPolicy[],
+  layout: HeaderLayout,
   tokens: readonly number[]
 ): void {
+  const buckets = layout.buckets
   if (style === 'draft') {
-    for (let i = 0; i < buckets.length; i++) {
-      const bucket = buckets[i] as NamedPolicy
-      append(reply, 'ratelimit-policy', bucket.policyMember)
-      append(reply, 'ratelimit', stateMember(bucket, tokens[i] as number))
-    }
+    const policy = reply.getHeader('ratelimit-policy')
+    reply.header('ratelimit-policy', policy === undefined
+      ? layout.policyValue
+      : typeof policy === 'string' ? layout.policyAfter(policy) : `${String(policy)}, ${layout.policyValue}`)
+    let state = stateMember(buckets[0] as NamedPolicy, tokens[0] as number)
+    for (let i = 1; i < buckets.length; i++) state += `, ${stateMember(buckets[i] as NamedPolicy, tokens[i] as number)}`
+    append(reply, 'ratelimit', state)
   } else if (style === 'legacy') {
     // The legacy trio can show one bucket: the one with the fewest whole tokens left wins.
     for (let i = 0; i < buckets.length; i++) {

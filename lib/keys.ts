@@ -24,29 +24,12 @@ export function boundIdentity (identity: string): string {
   return '~' + createHash('sha256').update(identity).digest('base64url')
 }
 
-/** `edge.key` values up to this length have their digest cached; longer ones are digested each time. */
-const MAX_CACHED_KEY_LENGTH = 256
-/** Digests cached per registration; the cache is emptied when it is full. */
-const MAX_CACHED_DIGESTS = 10_000
-
 /**
  * Hides `edge.key` values (API keys) before they become part of a store key or
- * a log line: HMAC-SHA256 with `secret`, else plain SHA-256 (base64url, 43
- * characters). An HMAC costs about 10 µs, so the digests of short values are
- * cached (up to 10 000, then the cache starts over).
+ * a log line: HMAC-SHA256 with `secret`, else plain SHA-256 (base64url, 43 characters).
  */
 export function keyDigest (secret: string | undefined): (value: string) => string {
-  const cache = new Map<string, string>()
-  const digest = (value: string): string => (secret === undefined ? createHash('sha256') : createHmac('sha256', secret)).update(value).digest('base64url')
-  return (value) => {
-    if (value.length > MAX_CACHED_KEY_LENGTH) return digest(value)
-    let cached = cache.get(value)
-    if (cached === undefined) {
-      if (cache.size >= MAX_CACHED_DIGESTS) cache.clear()
-      cache.set(value, cached = digest(value))
-    }
-    return cached
-  }
+  return (value) => (secret === undefined ? createHash('sha256') : createHmac('sha256', secret)).update(value).digest('base64url')
 }
 
 /** The key of bucket `bucket` for identity `identity` of kind `kind` (`ip`, `key`, `user`…). */

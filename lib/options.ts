@@ -7,7 +7,8 @@ import type { FastifyRequest, RouteOptions } from 'fastify'
 import type { BucketPolicy } from './bucket.js'
 import { InvalidRouteConfigError } from './errors.js'
 import { namedPolicy, type HeaderStyle, type NamedPolicy } from './headers.js'
-import { keyDigest } from './keys.js'
+import { bucketKey, clientAddress, keyDigest } from './keys.js'
+import { memoize } from './key-cache.js'
 import type { Store } from './store.js'
 import { WARNING_CODES, type WarningCode } from './warnings.js'
 import { MemoryStore } from './stores/memory.js'
@@ -130,8 +131,10 @@ declare module 'fastify' {
 export interface EdgeSettings {
   bucket: NamedPolicy
   key: ((request: FastifyRequest) => unknown) | undefined
-  /** `key` values → their digest (HMAC-SHA256 with `keySecret`, else SHA-256). */
-  keyDigest: (value: string) => string
+  /** A `key` value → its bucket key, `{key:<digest>}:edge` (HMAC-SHA256 with `keySecret`, else SHA-256); cached. */
+  keyOfValue: (value: string) => string
+  /** `request.ip` → its bucket key, `{ip:<address>}:edge` (IPv6 by `ipv6Subnet`); cached. */
+  keyOfAddress: (ip: string) => string
   ipv6Subnet: number
 }
 
@@ -214,11 +217,14 @@ function checkEdge (value: unknown, quotaShare: number): EdgeSettings | undefine
   const fail = failOption
   const edge = checkObject(fail, 'edge', value)
   const policy = checkPolicy(fail, 'edge', edge, ['key', 'keySecret', 'ipv6Subnet'])
+  const digest = keyDigest(edge.keySecret === undefined ? undefined : checkKeySecret(edge.keySecret))
+  const ipv6Subnet = edge.ipv6Subnet === undefined ? 64 : checkIpv6Subnet(edge.ipv6Subnet)
   return {
     bucket: namedPolicy('edge', share(fail, 'edge', policy, quotaShare)),
     key: edge.key === undefined ? undefined : checkFunction(fail, 'edge.key', edge.key),
-    keyDigest: keyDigest(edge.keySecret === undefined ? undefined : checkKeySecret(edge.keySecret)),
-    ipv6Subnet: edge.ipv6Subnet === undefined ? 64 : checkIpv6Subnet(edge.ipv6Subnet)
+    keyOfValue: memoize((value) => bucketKey('key', digest(value), 'edge')),
+    keyOfAddress: memoize((ip) => bucketKey('ip', clientAddress(ip, ipv6Subnet), 'edge')),
+    ipv6Subnet
   }
 }
 

@@ -5,10 +5,10 @@
  */
 import type { FastifyInstance, FastifyPluginAsync, preHandlerHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
-import { attachAppHook, createAppHook, createUnseenRouteHook, hookOfKind, routeMark } from './app.js'
+import { appKeys, attachAppHook, createAppHook, createUnseenRouteHook, hookOfKind, routeMark } from './app.js'
 import { report, type Step } from './decide.js'
 import { createEdgeHook } from './edge.js'
-import { namedPolicy } from './headers.js'
+import { HeaderLayout, namedPolicy } from './headers.js'
 import { bucketKey } from './keys.js'
 import { checkOptions, checkRouteConfig, share, type LimitDecision, type Settings, type TollgateOptions } from './options.js'
 import { checkNumber, checkPolicy, expected, failOption } from './validate.js'
@@ -43,7 +43,7 @@ function decorator (settings: Settings): TollgateDecorator {
       const step: Step = {
         layer: 'manual',
         buckets: [{ key: bucketKey('manual', key, 'manual'), policy: scaled, cost, overdraft: quotaShare < 1 && cost <= whole.capacity }],
-        named: [namedPolicy('manual', scaled)],
+        layout: new HeaderLayout([namedPolicy('manual', scaled)]),
         tier: undefined
       }
       return report(step, await settings.store.consume(step.buckets))
@@ -55,30 +55,33 @@ function decorator (settings: Settings): TollgateDecorator {
 const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyInstance, options) => {
   const settings = checkOptions(options)
   const { edge, app } = settings
-  const ipv6Subnet = edge?.ipv6Subnet ?? 64
-  const routeErrors: Error[] = []
+    const routeErrors: Error[] = []
 
   settings.store.useLogger?.(fastify.log)
-  const warnings = new Warnings(fastify.log, settings.warnings, trustProxyOption(fastify))
+  const trustProxy = trustProxyOption(fastify)
+  const warnings = new Warnings(fastify.log, settings.warnings, trustProxy)
+  // Without trustProxy, request.ip is the connection's address: its keys are kept per connection.
+  const perConnection = trustProxy === undefined || trustProxy === false
   const keyspace = settings.store.keyspace ?? { owner: settings.store, prefix: '' }
   const claim = claimStore(keyspace.owner, keyspace.prefix)
   if (claim.shared) warnings.warn('TOLLGATE_SHARED_STORE', { prefix: keyspace.prefix })
+  const keys = appKeys(edge?.ipv6Subnet ?? 64, perConnection)
   fastify.decorate('tollgate', decorator(settings))
-  if (edge !== undefined) fastify.addHook('onRequest', createEdgeHook(settings, edge, warnings))
+  if (edge !== undefined) fastify.addHook('onRequest', createEdgeHook(settings, edge, warnings, perConnection))
   // This registration's mark on the routes its onRoute sees (another registration's does not count).
   const mark = routeMark()
   // Routes already in the router were declared before the plugin loaded, unseen by onRoute:
   // a global hook runs the app layer for them. Fastify prints an empty router as
   // `(empty tree)`; any other text (another version's) adds the hook, the safe side.
   if (app !== undefined && fastify.printRoutes() !== '(empty tree)') {
-    fastify.addHook(app.hook as 'preHandler', hookOfKind(app.hook, createUnseenRouteHook(settings, app, ipv6Subnet, warnings, mark)) as preHandlerHookHandler)
+    fastify.addHook(app.hook as 'preHandler', hookOfKind(app.hook, createUnseenRouteHook(settings, app, keys, warnings, mark)) as preHandlerHookHandler)
   }
   fastify.addHook('onRoute', (routeOptions) => {
     mark.set(routeOptions)
     try {
       const routeSettings = checkRouteConfig(routeOptions, routeOptions.config?.rateLimit, app)
       if (routeSettings !== false && app !== undefined) {
-        attachAppHook(routeOptions, app, createAppHook(settings, app, routeSettings, ipv6Subnet, warnings))
+        attachAppHook(routeOptions, app, createAppHook(settings, app, routeSettings, keys, warnings))
       }
     } catch (error) {
       // Reported by ready(), wherever the route was declared.

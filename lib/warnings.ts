@@ -48,7 +48,7 @@ export class Warnings {
   constructor (private readonly log: FastifyBaseLogger, enabled: ReadonlySet<WarningCode>, trustProxy: unknown) {
     this.pending = new Set(enabled)
     if (trustProxy === true) this.warn('TOLLGATE_TRUST_PROXY_TRUE')
-    this.watchForwarded = !trustProxy && this.armed('TOLLGATE_FORWARDED_WITHOUT_TRUST_PROXY')
+    this.watchForwarded = (trustProxy === undefined || trustProxy === false) && this.armed('TOLLGATE_FORWARDED_WITHOUT_TRUST_PROXY')
     this.anonymousLeft = this.armed('TOLLGATE_ONLY_ANONYMOUS') ? ONLY_ANONYMOUS_AFTER : 0
   }
 
@@ -77,13 +77,19 @@ export class Warnings {
   }
 }
 
-/** Fastify keeps its server options under a symbol; read `trustProxy` from it (undefined if it cannot). */
+/** What `trustProxyOption` returns when Fastify's options cannot be read. */
+export const TRUST_PROXY_UNKNOWN = Symbol('trustProxy unknown')
+
+/**
+ * Fastify keeps its server options under a symbol; read `trustProxy` from it
+ * (`undefined` when not set; TRUST_PROXY_UNKNOWN if the options cannot be found).
+ */
 export function trustProxyOption (fastify: FastifyInstance): unknown {
   for (let object: object | null = fastify; object !== null; object = Object.getPrototypeOf(object) as object | null) {
     const key = Object.getOwnPropertySymbols(object).find((symbol) => symbol.description === 'fastify.options')
     if (key !== undefined) return ((object as Record<symbol, { trustProxy?: unknown } | undefined>)[key])?.trustProxy
   }
-  return undefined
+  return TRUST_PROXY_UNKNOWN
 }
 
 /** Stores in use by a registration of this process, by owner (a store, or a Redis client) and prefix. */

@@ -1,4 +1,6 @@
 import t from 'tap'
+import Fastify from 'fastify'
+import tollgate, { memoryStore } from '../lib/index.js'
 import { buildApp } from './helpers.js'
 import { namedPolicy, retryAfterSeconds, stateMember } from '../lib/headers.js'
 
@@ -12,6 +14,26 @@ t.test('both layers appear in RateLimit and RateLimit-Policy, edge first, on all
   t.equal(response.headers['ratelimit-policy'], '"edge";q=100;w=2, "app";q=20;w=4')
   t.equal(response.headers['ratelimit'], '"edge";r=99;t=1, "app";r=19;t=1')
   t.equal(response.headers['retry-after'], undefined, 'no Retry-After on an allowed response')
+  await app.close()
+})
+
+t.test("another limiter's members stay first, as it wrote them, request after request", async (t) => {
+  const app = Fastify()
+  let sent = 0
+  const others: unknown[] = ['"other";q=5', '"other";q=6', ['"a";q=1', '"b";q=2'], 7, '"other";q=6']
+  app.addHook('onRequest', async (_request, reply) => {
+    const other = others[sent++]
+    reply.header('ratelimit-policy', other)
+    reply.header('ratelimit', other)
+  })
+  await app.register(tollgate, { store: memoryStore(), ...layers })
+  app.get('/', async () => 'ok')
+  const expected = ['"other";q=5', '"other";q=6', '"a";q=1,"b";q=2', '7', '"other";q=6']
+  for (const before of expected) {
+    const response = await app.inject('/')
+    t.equal(response.headers['ratelimit-policy'], `${before}, "edge";q=100;w=2, "app";q=20;w=4`)
+    t.match(response.headers['ratelimit'], `${before}, "edge";r=`)
+  }
   await app.close()
 })
 

@@ -56,13 +56,11 @@ t.test('bucketKey puts the identity in one hash tag', async (t) => {
   t.match(bucketKey('user', '}{evil', 'app'), /^\{user:~[\w-]+\}:app$/)
 })
 
-t.test('keyDigest: HMAC-SHA256 with a secret, SHA-256 without; the same digest before and after its cache starts over', async (t) => {
+t.test('keyDigest: HMAC-SHA256 with a secret, SHA-256 without', async (t) => {
   const keyed = keyDigest('a-secret-of-at-least-16-characters')
   const plain = keyDigest(undefined)
   const hmac = createHmac('sha256', 'a-secret-of-at-least-16-characters').update('sk_live_1').digest('base64url')
   t.equal(keyed('sk_live_1'), hmac)
   t.equal(plain('sk_live_1'), createHash('sha256').update('sk_live_1').digest('base64url'))
-  for (let i = 0; i < 10_001; i++) keyed(`key-${i}`)
-  t.equal(keyed('sk_live_1'), hmac, 'after 10 001 other keys')
-  t.equal(keyed('k'.repeat(300)), createHmac('sha256', 'a-secret-of-at-least-16-characters').update('k'.repeat(300)).digest('base64url'), 'a long value (not cached)')
+  t.equal(keyed('k'.repeat(300)), createHmac('sha256', 'a-secret-of-at-least-16-characters').update('k'.repeat(300)).digest('base64url'), 'a long value')
 })

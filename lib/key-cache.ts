@@ -1,0 +1,52 @@
+/**
+ * Per-request key strings, computed once per distinct input (or per connection).
+ * A repeated client then costs one lookup, and the key returned is the same string
+ * object each time: V8 keeps its hash, so the store's own lookup by key is cheap too.
+ */
+import type { FastifyRequest } from 'fastify'
+
+/** Inputs longer than this (characters) are computed each time, never cached. */
+export const MAX_CACHED_INPUT_LENGTH = 256
+/** Results kept per cache; when full, the cache starts over (an attacker rotating inputs cannot grow it). */
+export const MAX_CACHED_RESULTS = 10_000
+
+/**
+ * `compute` with its results cached: up to MAX_CACHED_RESULTS inputs of at most
+ * MAX_CACHED_INPUT_LENGTH characters (about 3 MB at most with both bounds reached).
+ * `compute` must be pure: the same input always gives the same string.
+ */
+export function memoize (compute: (input: string) => string): (input: string) => string {
+  const cache = new Map<string, string>()
+  return (input) => {
+    let result = cache.get(input)
+    if (result === undefined) {
+      result = compute(input)
+      if (input.length <= MAX_CACHED_INPUT_LENGTH) {
+        if (cache.size >= MAX_CACHED_RESULTS) cache.clear()
+        cache.set(input, result)
+      }
+    }
+    return result
+  }
+}
+
+/**
+ * The key of a request's client address, from `keyOf(request.ip)`. When the
+ * address comes from the connection alone (`perConnection`: Fastify's trustProxy
+ * off), it cannot change while the connection lasts, and the key is kept per
+ * connection: the requests of a keep-alive connection skip the address lookup. With
+ * trustProxy, the address may differ per request (X-Forwarded-For), and is read each time.
+ */
+export function addressKey (keyOf: (ip: string) => string, perConnection: boolean): (request: FastifyRequest) => string {
+  // request.ip is undefined once the socket is gone; keyOf('') is the `unknown` client.
+  const read = (request: FastifyRequest): string => keyOf(request.ip ?? '')
+  if (!perConnection) return read
+  const byConnection = new WeakMap<object, string>()
+  return (request) => {
+    const socket = request.raw.socket as object | null | undefined
+    if (socket === null || socket === undefined) return read(request)
+    let key = byConnection.get(socket)
+    if (key === undefined) byConnection.set(socket, key = read(request))
+    return key
+  }
+}
