@@ -10,8 +10,10 @@ import { runStep, type Done } from './decide.js'
 import { InvalidCostError } from './errors.js'
 import { HeaderLayout, type NamedPolicy } from './headers.js'
 import { bucketKey, clientAddress } from './keys.js'
-import { addressKey, memoize } from './key-cache.js'
-import { checkRouteConfig, routeName, type AppSettings, type Identity, type RouteSettings, type Settings } from './options.js'
+import { ofClientAddress, memoize } from './key-cache.js'
+import type { AppSettings, Identity, RouteSettings, Settings } from './options.js'
+import { routeConfigReader } from './route-config.js'
+import type { RouteTable } from './routes.js'
 import type { BucketPolicy } from './bucket.js'
 import type { BucketRequest } from './store.js'
 import { describe } from './validate.js'
@@ -35,11 +37,11 @@ export interface AppKeys {
   route: (who: Requester, request: FastifyRequest, bucket: string) => string
 }
 
-/** `perConnection`: request.ip is the connection's address (trustProxy off), see `addressKey`. */
+/** `perConnection`: request.ip is the connection's address (trustProxy off), see `ofClientAddress`. */
 export function appKeys (ipv6Subnet: number, perConnection: boolean): AppKeys {
   return {
     user: memoize((id) => bucketKey('user', id, 'app')),
-    address: addressKey(memoize((ip) => bucketKey('ip', clientAddress(ip, ipv6Subnet), 'app')), perConnection),
+    address: ofClientAddress(memoize((ip) => bucketKey('ip', clientAddress(ip, ipv6Subnet), 'app')), perConnection),
     // request.ip is undefined once the socket is gone (then `unknown`, like the other keys).
     route: (who, request, bucket) => bucketKey(who.kind, who.kind === 'ip' ? clientAddress(request.ip, ipv6Subnet) : who.id, bucket)
   }
@@ -112,7 +114,10 @@ function costOf (request: FastifyRequest, route: RouteSettings, capacity: number
 
 type Hook = (request: FastifyRequest, reply: FastifyReply, done: Done) => void
 
-export function createAppHook (settings: Settings, app: AppSettings, route: RouteSettings, keys: AppKeys, warnings: Warnings): Hook {
+export function createAppHook (
+  settings: Settings, app: AppSettings, route: RouteSettings, keys: AppKeys, warnings: Warnings,
+  allowed: ((request: FastifyRequest) => boolean) | undefined
+): Hook {
   const checkForwarded = settings.edge === undefined // else the edge hook checks
   // Per tier: its buckets (the user's, then the route's own with a route quota) and its whole capacity.
   const tiers = new Map<string, { layout: HeaderLayout, wholeCapacity: number }>()
@@ -124,6 +129,10 @@ export function createAppHook (settings: Settings, app: AppSettings, route: Rout
   }
   return function tollgateApp (request, reply, done) {
     if (checkForwarded) warnings.checkForwarded(request)
+    if (allowed !== undefined && allowed(request)) {
+      done()
+      return
+    }
     const who = requester(request, app, warnings)
     if (warnings.anonymousLeft > 0) warnings.sawRequester(who.kind === 'ip')
     const { layout, wholeCapacity } = tiers.get(who.tier) as { layout: HeaderLayout, wholeCapacity: number }
@@ -161,28 +170,6 @@ export function attachAppHook (routeOptions: RouteOptions, app: AppSettings, hoo
 }
 
 /**
- * One registration's mark on the routes `onRoute` showed it: a symbol of its own,
- * set in the route's config (on a copy: a config object may be shared by routes;
- * Fastify copies it, symbols included, into the route's context). Each
- * registration has its own mark, so that a route another registration saw still
- * gets this one's app layer from its unseen-route hook.
- */
-export interface RouteMark {
-  /** Marks a route in `onRoute`. */
-  set (routeOptions: RouteOptions): void
-  /** Whether a route's config (`request.routeOptions.config`) carries this mark. */
-  on (config: object): boolean
-}
-
-export function routeMark (): RouteMark {
-  const seen = Symbol('fastify-tollgate: route seen by this registration')
-  return {
-    set (routeOptions) { routeOptions.config = Object.assign({}, routeOptions.config, { [seen]: true }) },
-    on (config) { return (config as { [seen]?: true })[seen] === true }
-  }
-}
-
-/**
  * The app layer for routes the plugin never saw in `onRoute`: declared before it
  * was loaded (`register` not awaited, or a route or a plugin declared first).
  * Added as a global hook, which Fastify also gives to routes declared earlier,
@@ -190,34 +177,28 @@ export function routeMark (): RouteMark {
  * hooks at `ready`); it runs before the route's own hooks of its kind. At the first request to such a
  * route it warns once (TOLLGATE_ROUTE_BEFORE_PLUGIN) and checks the route's
  * config; a bad config fails that route's requests with its coded 500. A route is
- * unseen when it lacks this registration's `mark`, whatever other registrations saw.
+ * unseen when `onRoute` did not show it to this registration, whatever other registrations saw.
  */
-export function createUnseenRouteHook (settings: Settings, app: AppSettings, keys: AppKeys, warnings: Warnings, mark: RouteMark): Hook {
-  const hooks = new WeakMap<object, Hook | false | Error>()
+export function createUnseenRouteHook (
+  settings: Settings, app: AppSettings, keys: AppKeys, routes: RouteTable, warnings: Warnings,
+  allowed: ((request: FastifyRequest) => boolean) | undefined
+): Hook {
+  const hooks = new WeakMap<RouteSettings, Hook>()
+  const configOf = routeConfigReader()
   return function tollgateAppUnseen (request, reply, done) {
-    if (request.is404) {
+    const config = configOf(request)
+    // A route onRoute showed this registration has the app layer as a hook of its own.
+    const route = routes.seen(config) === undefined ? routes.of(request, config) : undefined
+    if (route instanceof Error) {
+      done(route)
+      return
+    }
+    if (route === undefined || route === false || !route.app) {
       done()
       return
     }
-    const { config, method, url } = request.routeOptions
-    if (mark.on(config)) {
-      done()
-      return
-    }
-    let hook = hooks.get(config)
-    if (hook === undefined) {
-      const route = { method, url } as Pick<RouteOptions, 'method' | 'url'>
-      warnings.warn('TOLLGATE_ROUTE_BEFORE_PLUGIN', { route: routeName(route) })
-      try {
-        const routeSettings = checkRouteConfig(route, config.rateLimit, app)
-        hook = routeSettings !== false && createAppHook(settings, app, routeSettings, keys, warnings)
-      } catch (error) {
-        hook = error as Error
-      }
-      hooks.set(config, hook)
-    }
-    if (hook === false) done()
-    else if (hook instanceof Error) done(hook)
-    else hook(request, reply, done)
+    let hook = hooks.get(route)
+    if (hook === undefined) hooks.set(route, hook = createAppHook(settings, app, route, keys, warnings, allowed))
+    hook(request, reply, done)
   }
 }

@@ -1,13 +1,16 @@
 /**
  * The edge layer: an `onRequest` hook with one bucket per client IP (or key),
- * run before authentication and body parsing. Every request costs 1.
+ * and the route's own edge bucket when it has one, run before authentication
+ * and body parsing. Every request costs 1 from each.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { runStep, type Done } from './decide.js'
-import { HeaderLayout } from './headers.js'
-import { addressKey } from './key-cache.js'
+import { HeaderLayout, type NamedPolicy } from './headers.js'
+import { ofClientAddress } from './key-cache.js'
 import { routeConfigReader } from './route-config.js'
+import type { RouteTable } from './routes.js'
 import type { EdgeSettings, Settings } from './options.js'
+import type { BucketRequest } from './store.js'
 import type { Warnings } from './warnings.js'
 
 /** `{key:<digest of the value>}:edge` from `edge.key(request)`, else `{ip:<address>}:edge` from `addressKeyOf`. */
@@ -25,19 +28,45 @@ function edgeKey (request: FastifyRequest, edge: EdgeSettings, addressKeyOf: (re
   return addressKeyOf(request)
 }
 
-/** The edge hook; `perConnection`: request.ip is the connection's address (trustProxy off). */
-export function createEdgeHook (settings: Settings, edge: EdgeSettings, warnings: Warnings, perConnection: boolean) {
-  const addressKeyOf = addressKey(edge.keyOfAddress, perConnection)
+/**
+ * The edge hook. `perConnection`: request.ip is the connection's address (trustProxy
+ * off); `allowed`: the allow-list's test, if any.
+ */
+export function createEdgeHook (
+  settings: Settings,
+  edge: EdgeSettings,
+  routes: RouteTable,
+  warnings: Warnings,
+  perConnection: boolean,
+  allowed: ((request: FastifyRequest) => boolean) | undefined
+) {
+  const addressKeyOf = ofClientAddress(edge.keyOfAddress, perConnection)
   const configOf = routeConfigReader()
-  const layout = new HeaderLayout([edge.bucket])
-  const policy = edge.bucket.policy
+  // For a 404, which has no route: the client's bucket alone (none under edge.global: false).
+  const notFound = edge.bucket === undefined ? undefined : new HeaderLayout([edge.bucket])
   return function tollgateEdge (request: FastifyRequest, reply: FastifyReply, done: Done): void {
     warnings.checkForwarded(request)
-    if (configOf(request)?.rateLimit === false) {
+    if (allowed !== undefined && allowed(request)) {
       done()
       return
     }
-    const buckets = [{ key: edgeKey(request, edge, addressKeyOf), policy, cost: 1 }]
+    const route = routes.of(request, configOf(request))
+    if (route instanceof Error) {
+      done(route)
+      return
+    }
+    const layout = route === undefined ? notFound : route === false ? undefined : route.edgeLayout
+    if (layout === undefined) {
+      done()
+      return
+    }
+    const key = edgeKey(request, edge, addressKeyOf)
+    const buckets: BucketRequest[] = []
+    if (edge.bucket !== undefined) buckets.push({ key, policy: edge.bucket.policy, cost: 1 })
+    // The route's own bucket (it follows the client's in the layout): the same hash tag as the client's.
+    if (layout.buckets.length > buckets.length) {
+      buckets.push({ key: `${key}-${(route as { bucket: string }).bucket}`, policy: (layout.buckets[buckets.length] as NamedPolicy).policy, cost: 1 })
+    }
     runStep(settings, request, reply, { layer: 'edge', buckets, layout, tier: undefined }, done)
   }
 }

@@ -9,10 +9,11 @@ export { redisStore, RedisStore, type RedisStoreOptions, type RedisClientLike, t
 export type { Store, BucketRequest, StoreDecision, StoreLogger } from './store.js'
 export { consume, tokensAt, msUntil, msUntilFull, retryWait, type BucketPolicy, type BucketState, type BucketDecision } from './bucket.js'
 export type {
-  TollgateOptions, EdgeOptions, AppOptions, AppHookName, Identity, TierPolicies,
+  TollgateOptions, EdgeOptions, GlobalEdgeOptions, RoutesOnlyEdgeOptions, EdgeKeyOptions, AppOptions, AppHookName, Identity, TierPolicies,
   RouteRateLimit, RouteCost, LimitDecision, BucketReport
 } from './options.js'
 export type { HeaderStyle } from './headers.js'
+export type { AllowListOption } from './allow-list.js'
 export { WARNINGS, type WarningCode } from './warnings.js'
 export {
   RateLimitedError, InvalidOptionError, InvalidRouteConfigError, InvalidCostError, StoreUnavailableError

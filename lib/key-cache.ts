@@ -15,8 +15,8 @@ export const MAX_CACHED_RESULTS = 10_000
  * MAX_CACHED_INPUT_LENGTH characters (about 3 MB at most with both bounds reached).
  * `compute` must be pure: the same input always gives the same string.
  */
-export function memoize (compute: (input: string) => string): (input: string) => string {
-  const cache = new Map<string, string>()
+export function memoize<T extends NonNullable<unknown>> (compute: (input: string) => T): (input: string) => T {
+  const cache = new Map<string, T>()
   return (input) => {
     let result = cache.get(input)
     if (result === undefined) {
@@ -31,17 +31,18 @@ export function memoize (compute: (input: string) => string): (input: string) =>
 }
 
 /**
- * The key of a request's client address, from `keyOf(request.ip)`. When the
- * address comes from the connection alone (`perConnection`: Fastify's trustProxy
- * off), it cannot change while the connection lasts, and the key is kept per
- * connection: the requests of a keep-alive connection skip the address lookup. With
- * trustProxy, the address may differ per request (X-Forwarded-For), and is read each time.
+ * `of(request.ip)`, a function of the request's client address (its key, whether
+ * it is allowed). When the address comes from the connection alone
+ * (`perConnection`: Fastify's trustProxy off), it cannot change while the
+ * connection lasts, and the result is kept per connection: the requests of a
+ * keep-alive connection skip the address lookup. With trustProxy, the address may
+ * differ per request (X-Forwarded-For), and is read each time.
  */
-export function addressKey (keyOf: (ip: string) => string, perConnection: boolean): (request: FastifyRequest) => string {
-  // request.ip is undefined once the socket is gone; keyOf('') is the `unknown` client.
-  const read = (request: FastifyRequest): string => keyOf(request.ip ?? '')
+export function ofClientAddress<T extends NonNullable<unknown>> (of: (ip: string) => T, perConnection: boolean): (request: FastifyRequest) => T {
+  // request.ip is undefined once the socket is gone; of('') is then the `unknown` client.
+  const read = (request: FastifyRequest): T => of(request.ip ?? '')
   if (!perConnection) return read
-  const byConnection = new WeakMap<object, string>()
+  const byConnection = new WeakMap<object, T>()
   return (request) => {
     const socket = request.raw.socket as object | null | undefined
     if (socket === null || socket === undefined) return read(request)

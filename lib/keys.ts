@@ -62,6 +62,19 @@ export function clientAddress (ip: string | undefined, ipv6PrefixBits: number): 
   return ipv6Prefix(groups, ipv6PrefixBits)
 }
 
+/**
+ * `ip` as an address BlockList can check: without a port or an IPv6 zone, with
+ * its family; `undefined` for anything that is not an IP address.
+ */
+export function plainAddress (ip: string | undefined): { address: string, family: 'ipv4' | 'ipv6' } | undefined {
+  if (ip === undefined || ip === '') return undefined
+  const host = isIPv4(ip) ? ip : withoutPort(ip)
+  if (isIPv4(host)) return { address: host, family: 'ipv4' }
+  const zoneAt = host.indexOf('%')
+  const address = zoneAt === -1 ? host : host.slice(0, zoneAt)
+  return isIPv6(address) ? { address, family: 'ipv6' } : undefined
+}
+
 const PORT = /^\d{1,5}$/
 
 /**

@@ -6,9 +6,10 @@
 import type { FastifyRequest, RouteOptions } from 'fastify'
 import type { BucketPolicy } from './bucket.js'
 import { InvalidRouteConfigError } from './errors.js'
-import { namedPolicy, type HeaderStyle, type NamedPolicy } from './headers.js'
+import { HeaderLayout, namedPolicy, type HeaderStyle, type NamedPolicy } from './headers.js'
 import { bucketKey, clientAddress, keyDigest } from './keys.js'
 import { memoize } from './key-cache.js'
+import { checkAllowList, type AllowListOption, type AllowListSettings } from './allow-list.js'
 import type { Store } from './store.js'
 import { WARNING_CODES, type WarningCode } from './warnings.js'
 import { MemoryStore } from './stores/memory.js'
@@ -28,7 +29,26 @@ export interface Identity {
 /** Policies by tier name; `default` is required, `anonymous` (optional) applies to unauthenticated requests. */
 export type TierPolicies = { default: BucketPolicy } & Record<string, BucketPolicy>
 
-export interface EdgeOptions extends BucketPolicy {
+/** The edge layer: a bucket per client for every request (`capacity`, `refillPerSecond`), or, with `global: false`, only the routes' own edge buckets. */
+export type EdgeOptions = GlobalEdgeOptions | RoutesOnlyEdgeOptions
+
+export interface GlobalEdgeOptions extends BucketPolicy, EdgeKeyOptions {
+  /** `true` (default): every request takes a token from the client's edge bucket. */
+  global?: true | undefined
+}
+
+export interface RoutesOnlyEdgeOptions extends EdgeKeyOptions {
+  /**
+   * `false`: no edge bucket for every request; the edge runs only for routes with
+   * a bucket of their own (`config.rateLimit.edge`), keyed like the edge.
+   */
+  global: false
+  capacity?: never
+  refillPerSecond?: never
+}
+
+/** How the edge knows a client. */
+export interface EdgeKeyOptions {
   /**
    * The client's identity at the edge, e.g. an API-key header:
    * `(request) => request.headers['x-api-key']`. A non-empty string or a finite
@@ -63,6 +83,12 @@ export interface AppOptions {
   identify?: ((request: FastifyRequest) => Identity | undefined) | undefined
   /** The hook the app layer runs in. Default `'preHandler'`. */
   hook?: AppHookName | undefined
+  /**
+   * `true` (default): the app layer applies to every route (but those whose
+   * config says `app: false`). `false`: only to routes whose config names it:
+   * `rateLimit: { app: true }`, or a `cost` or `quota`.
+   */
+  global?: boolean | undefined
 }
 
 /** One bucket of a decision, as given to `onLimit` and returned by `tollgate.consume`. */
@@ -97,6 +123,14 @@ export interface TollgateOptions {
   edge?: EdgeOptions | false | undefined
   /** Per user, after authentication. Omitted or `false`: disabled. */
   app?: AppOptions | false | undefined
+  /**
+   * Requests never limited, by either layer: no bucket, no header. IP addresses
+   * and CIDR ranges (IPv4 and IPv6) matched against the client address
+   * (`request.ip`, as Fastify resolves it with `trustProxy`), a predicate of the
+   * request (called by each layer; one that throws does not allow), or both as
+   * `{ addresses, match }`.
+   */
+  allowList?: AllowListOption | undefined
   /** Which rate-limit headers to send. Default `'draft'`. */
   headers?: HeaderStyle | undefined
   /** Decide, count, send headers and log would-be refusals, but never refuse. Default `false`. */
@@ -115,21 +149,31 @@ export type RouteCost = number | ((request: FastifyRequest) => number)
 
 /** `config.rateLimit` of a route. */
 export interface RouteRateLimit {
-  /** Tokens taken from the user's main bucket. Default 1. */
+  /** Tokens taken from the user's main bucket (app layer). Default 1. */
   cost?: RouteCost | undefined
   /** The route's own bucket per user (one token per request), by tier; `default` is required. */
   quota?: TierPolicies | undefined
+  /**
+   * `false`: the edge layer leaves this route alone. A policy: the route's own
+   * bucket at the edge (`edge-route` in the headers), per client like the edge's,
+   * taken together with the client's edge bucket in `onRequest`, all or nothing:
+   * `POST /login` at 5 a minute per IP, before authentication and body parsing.
+   */
+  edge?: BucketPolicy | false | undefined
+  /** `false`: the app layer leaves this route alone. `true`: it applies (needed under `app.global: false`). */
+  app?: boolean | undefined
 }
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** fastify-tollgate: the route's cost and quota, or `false` to exempt it from both layers. */
+    /** fastify-tollgate: the route's cost, quotas and layers, or `false` to leave it out of both layers. */
     rateLimit?: RouteRateLimit | false | undefined
   }
 }
 
 export interface EdgeSettings {
-  bucket: NamedPolicy
+  /** The client's edge bucket for every request; `undefined` under `edge.global: false`. */
+  bucket: NamedPolicy | undefined
   key: ((request: FastifyRequest) => unknown) | undefined
   /** A `key` value → its bucket key, `{key:<digest>}:edge` (HMAC-SHA256 with `keySecret`, else SHA-256); cached. */
   keyOfValue: (value: string) => string
@@ -147,6 +191,8 @@ export interface AppSettings {
   anonymousTier: string
   identify: ((request: FastifyRequest) => Identity | undefined) | undefined
   hook: AppHookName
+  /** Whether the app layer applies to routes whose config does not name it. */
+  global: boolean
   /** The store's quota share, applied to route quotas too. */
   quotaShare: number
   /**
@@ -163,6 +209,8 @@ export interface Settings {
   onLimit: ((request: FastifyRequest, decision: LimitDecision) => void) | undefined
   edge: EdgeSettings | undefined
   app: AppSettings | undefined
+  /** Whether a request is on the allow-list (never limited); `undefined` without one. */
+  allowList: AllowListSettings | undefined
   /** The warnings switched on. */
   warnings: ReadonlySet<WarningCode>
 }
@@ -175,9 +223,17 @@ export interface RouteSettings {
   cost: RouteCost
   /** Tier name → the route's own policy named `route`; `undefined` without a route quota. */
   quota: Record<string, NamedPolicy> | undefined
+  /** Whether the edge layer applies to this route. */
+  edge: boolean
+  /** The route's own edge bucket, named `edge-route`; `undefined` without one. */
+  edgeQuota: NamedPolicy | undefined
+  /** The edge's buckets for this route (the client's, then the route's own), in header order; `undefined` when `edge` is false. */
+  edgeLayout: HeaderLayout | undefined
+  /** Whether the app layer applies to this route. */
+  app: boolean
 }
 
-const OPTION_KEYS = ['store', 'edge', 'app', 'headers', 'shadow', 'onLimit', 'warnings']
+const OPTION_KEYS = ['store', 'edge', 'app', 'allowList', 'headers', 'shadow', 'onLimit', 'warnings']
 const HOOKS: readonly AppHookName[] = ['preHandler', 'preValidation', 'preParsing']
 
 /** This process's share of a policy; capacity must still admit one request. */
@@ -216,11 +272,18 @@ function checkEdge (value: unknown, quotaShare: number): EdgeSettings | undefine
   if (value === undefined || value === false) return undefined
   const fail = failOption
   const edge = checkObject(fail, 'edge', value)
-  const policy = checkPolicy(fail, 'edge', edge, ['key', 'keySecret', 'ipv6Subnet'])
+  const keyOptions = ['key', 'keySecret', 'ipv6Subnet', 'global']
+  if (edge.global !== undefined && typeof edge.global !== 'boolean') expected(fail, 'edge.global', 'a boolean', edge.global)
+  let bucket: NamedPolicy | undefined
+  if (edge.global === false) {
+    checkKnownKeys(fail, 'edge', edge, keyOptions, ' (with `edge.global: false`, each route gives its own `rateLimit.edge` policy)')
+  } else {
+    bucket = namedPolicy('edge', share(fail, 'edge', checkPolicy(fail, 'edge', edge, keyOptions), quotaShare))
+  }
   const digest = keyDigest(edge.keySecret === undefined ? undefined : checkKeySecret(edge.keySecret))
   const ipv6Subnet = edge.ipv6Subnet === undefined ? 64 : checkIpv6Subnet(edge.ipv6Subnet)
   return {
-    bucket: namedPolicy('edge', share(fail, 'edge', policy, quotaShare)),
+    bucket,
     key: edge.key === undefined ? undefined : checkFunction(fail, 'edge.key', edge.key),
     keyOfValue: memoize((value) => bucketKey('key', digest(value), 'edge')),
     keyOfAddress: memoize((ip) => bucketKey('ip', clientAddress(ip, ipv6Subnet), 'edge')),
@@ -247,7 +310,8 @@ function checkApp (value: unknown, quotaShare: number): AppSettings | undefined 
   if (value === undefined || value === false) return undefined
   const fail = failOption
   const app = checkObject(fail, 'app', value)
-  checkKnownKeys(fail, 'app', app, ['tiers', 'identify', 'hook'])
+  checkKnownKeys(fail, 'app', app, ['tiers', 'identify', 'hook', 'global'])
+  if (app.global !== undefined && typeof app.global !== 'boolean') expected(fail, 'app.global', 'a boolean', app.global)
   const wholeTiers = checkTiers(fail, 'app.tiers', app.tiers)
   const tiers = namedTiers(fail, 'app.tiers', wholeTiers, 'app', quotaShare)
   const hook = app.hook ?? 'preHandler'
@@ -258,6 +322,7 @@ function checkApp (value: unknown, quotaShare: number): AppSettings | undefined 
     anonymousTier: 'anonymous' in tiers ? 'anonymous' : 'default',
     identify: app.identify === undefined ? undefined : checkFunction(fail, 'app.identify', app.identify),
     hook: hook as AppHookName,
+    global: app.global !== false,
     quotaShare,
     overdraft: quotaShare < 1
   }
@@ -282,7 +347,8 @@ export function checkOptions (value: unknown): Settings {
   const shadow = options.shadow ?? false
   if (typeof shadow !== 'boolean') expected(fail, 'shadow', 'a boolean', shadow)
   const onLimit = options.onLimit === undefined ? undefined : checkFunction<Settings['onLimit']>(fail, 'onLimit', options.onLimit)
-  return { store, headers, shadow, onLimit, edge, app, warnings: checkWarnings(options.warnings) }
+  const allowList = checkAllowList(options.allowList)
+  return { store, headers, shadow, onLimit, edge, app, allowList, warnings: checkWarnings(options.warnings) }
 }
 
 function checkWarnings (value: unknown): Set<WarningCode> {
@@ -340,24 +406,37 @@ function constraintsSuffix (constraints: unknown): string {
 
 /**
  * Validates a route's `config.rateLimit` (throws `TOLLGATE_INVALID_ROUTE_CONFIG`).
- * Returns `false` for an exempt route. A numeric cost is checked against the
- * capacity of every tier it can run under (the whole quota, not this process's
- * share), since a cost above it could never pass.
+ * Returns `false` for a route left out of both layers. A numeric cost is checked
+ * against the capacity of every tier it can run under (the whole quota, not this
+ * process's share), since a cost above it could never pass.
  */
-export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'url'> & { constraints?: unknown }, value: unknown, app: AppSettings | undefined): RouteSettings | false {
+export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'url'> & { constraints?: unknown }, value: unknown, settings: Pick<Settings, 'edge' | 'app' | 'store'>): RouteSettings | false {
+  const { edge, app } = settings
   const route = routeName(routeOptions)
   const bucket = routeBucket(routeOptions)
   const fail: Fail = (problem) => { throw new InvalidRouteConfigError(route, problem) }
   if (value === false) return false
-  if (value === undefined) return { route, bucket, cost: 1, quota: undefined }
-  const config = checkObject(fail, 'rateLimit', value)
-  checkKnownKeys(fail, 'rateLimit', config, ['cost', 'quota'])
-  if (app === undefined) {
-    if (config.cost !== undefined || config.quota !== undefined) {
-      fail('`rateLimit.cost` and `rateLimit.quota` need the app layer, which is disabled (set the `app` option)')
-    }
-    return { route, bucket, cost: 1, quota: undefined }
+  const config = value === undefined ? {} : checkObject(fail, 'rateLimit', value)
+  checkKnownKeys(fail, 'rateLimit', config, ['cost', 'quota', 'edge', 'app'])
+  if (config.app !== undefined && typeof config.app !== 'boolean') expected(fail, 'rateLimit.app', 'a boolean', config.app)
+  const namesApp = config.app === true || config.cost !== undefined || config.quota !== undefined
+  if (config.app === false && namesApp) {
+    fail('`rateLimit.cost` and `rateLimit.quota` belong to the app layer, which `rateLimit.app: false` leaves out')
   }
+  if (app === undefined && namesApp) {
+    fail('`rateLimit.app`, `rateLimit.cost` and `rateLimit.quota` need the app layer, which is disabled (set the `app` option)')
+  }
+  const edgeQuota = checkRouteEdge(fail, config.edge, edge, settings.store.quotaShare ?? 1)
+  const edgeBuckets = config.edge === false || edge === undefined ? [] : [edge.bucket, edgeQuota].filter((b) => b !== undefined)
+  const settled = {
+    route,
+    bucket,
+    edge: edgeBuckets.length > 0,
+    edgeQuota,
+    edgeLayout: edgeBuckets.length > 0 ? new HeaderLayout(edgeBuckets) : undefined,
+    app: app !== undefined && config.app !== false && (app.global || namesApp)
+  }
+  if (app === undefined) return { ...settled, cost: 1, quota: undefined }
   const cost = config.cost ?? 1
   if (typeof cost === 'number') {
     checkNumber(fail, 'rateLimit.cost', cost, 0)
@@ -379,5 +458,15 @@ export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'u
       }
     }
   }
-  return { route, bucket, cost: cost as RouteCost, quota }
+  return { ...settled, cost: cost as RouteCost, quota }
+}
+
+/** A route's own edge bucket (`rateLimit.edge` as a policy), named `edge-route`; `undefined` for none or `false`. */
+function checkRouteEdge (fail: Fail, value: unknown, edge: EdgeSettings | undefined, quotaShare: number): NamedPolicy | undefined {
+  if (value === undefined || value === false) return undefined
+  if (edge === undefined) {
+    fail('`rateLimit.edge` needs the edge layer, which is disabled (set the `edge` option; `edge: { global: false }` runs it only for routes with their own `rateLimit.edge`)')
+  }
+  if (value === true) expected(fail, 'rateLimit.edge', 'false or a policy { capacity, refillPerSecond }', value)
+  return namedPolicy('edge-route', share(fail, 'rateLimit.edge', checkPolicy(fail, 'rateLimit.edge', value), quotaShare))
 }

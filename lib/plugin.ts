@@ -5,12 +5,16 @@
  */
 import type { FastifyInstance, FastifyPluginAsync, preHandlerHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
-import { appKeys, attachAppHook, createAppHook, createUnseenRouteHook, hookOfKind, routeMark } from './app.js'
+import { performance } from 'node:perf_hooks'
+import { allowTest } from './allow-list.js'
+import { appKeys, attachAppHook, createAppHook, createUnseenRouteHook, hookOfKind } from './app.js'
 import { report, type Step } from './decide.js'
 import { createEdgeHook } from './edge.js'
 import { HeaderLayout, namedPolicy } from './headers.js'
 import { bucketKey } from './keys.js'
-import { checkOptions, checkRouteConfig, share, type LimitDecision, type Settings, type TollgateOptions } from './options.js'
+import { ofClientAddress, memoize } from './key-cache.js'
+import { RouteTable } from './routes.js'
+import { checkOptions, share, type LimitDecision, type Settings, type TollgateOptions } from './options.js'
 import { checkNumber, checkPolicy, expected, failOption } from './validate.js'
 import { claimStore, trustProxyOption, Warnings } from './warnings.js'
 import type { BucketPolicy } from './bucket.js'
@@ -55,7 +59,7 @@ function decorator (settings: Settings): TollgateDecorator {
 const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyInstance, options) => {
   const settings = checkOptions(options)
   const { edge, app } = settings
-    const routeErrors: Error[] = []
+  const routeErrors: Error[] = []
 
   settings.store.useLogger?.(fastify.log)
   const trustProxy = trustProxyOption(fastify)
@@ -67,21 +71,22 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
   if (claim.shared) warnings.warn('TOLLGATE_SHARED_STORE', { prefix: keyspace.prefix })
   const keys = appKeys(edge?.ipv6Subnet ?? 64, perConnection)
   fastify.decorate('tollgate', decorator(settings))
-  if (edge !== undefined) fastify.addHook('onRequest', createEdgeHook(settings, edge, warnings, perConnection))
-  // This registration's mark on the routes its onRoute sees (another registration's does not count).
-  const mark = routeMark()
+  const routes = new RouteTable(settings, warnings)
+  const allowed = settings.allowList === undefined
+    ? undefined
+    : allowTest(settings.allowList, settings.allowList.address === undefined ? undefined : ofClientAddress(memoize(settings.allowList.address), perConnection), fastify.log, () => performance.now())
+  if (edge !== undefined) fastify.addHook('onRequest', createEdgeHook(settings, edge, routes, warnings, perConnection, allowed))
   // Routes already in the router were declared before the plugin loaded, unseen by onRoute:
   // a global hook runs the app layer for them. Fastify prints an empty router as
   // `(empty tree)`; any other text (another version's) adds the hook, the safe side.
   if (app !== undefined && fastify.printRoutes() !== '(empty tree)') {
-    fastify.addHook(app.hook as 'preHandler', hookOfKind(app.hook, createUnseenRouteHook(settings, app, keys, warnings, mark)) as preHandlerHookHandler)
+    fastify.addHook(app.hook as 'preHandler', hookOfKind(app.hook, createUnseenRouteHook(settings, app, keys, routes, warnings, allowed)) as preHandlerHookHandler)
   }
   fastify.addHook('onRoute', (routeOptions) => {
-    mark.set(routeOptions)
     try {
-      const routeSettings = checkRouteConfig(routeOptions, routeOptions.config?.rateLimit, app)
-      if (routeSettings !== false && app !== undefined) {
-        attachAppHook(routeOptions, app, createAppHook(settings, app, routeSettings, keys, warnings))
+      const route = routes.add(routeOptions)
+      if (route !== false && route.app && app !== undefined) {
+        attachAppHook(routeOptions, app, createAppHook(settings, app, route, keys, warnings, allowed))
       }
     } catch (error) {
       // Reported by ready(), wherever the route was declared.

@@ -59,10 +59,11 @@ export function checkObject (fail: Fail, path: string, value: unknown): Record<s
 }
 
 /** Rejects keys other than `known`: a misspelt option must not be silently ignored. */
-export function checkKnownKeys (fail: Fail, path: string, value: Record<string, unknown>, known: readonly string[]): void {
+/** Fails on a key of `value` not in `known`; `hint` is appended to the message. */
+export function checkKnownKeys (fail: Fail, path: string, value: Record<string, unknown>, known: readonly string[], hint = ''): void {
   for (const key of Object.keys(value)) {
     if (!known.includes(key)) {
-      fail(`Unknown option \`${path}.${key}\`; known options are ${known.map((k) => `\`${k}\``).join(', ')}`)
+      fail(`Unknown option \`${path}.${key}\`; known options are ${known.map((k) => `\`${k}\``).join(', ')}${hint}`)
     }
   }
 }

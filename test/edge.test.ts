@@ -1,7 +1,7 @@
 import t from 'tap'
 import { createHash, createHmac } from 'node:crypto'
 import Fastify from 'fastify'
-import tollgate, { memoryStore, type EdgeOptions, type LimitDecision } from '../lib/index.js'
+import tollgate, { memoryStore, type GlobalEdgeOptions, type LimitDecision } from '../lib/index.js'
 import { buildApp, count, logSink, manualClock, statuses } from './helpers.js'
 
 const edge = { capacity: 20, refillPerSecond: 5 }
@@ -112,7 +112,7 @@ t.test('API keys are never stored or logged in clear: the bucket key holds an HM
   const apiKey = 'sk_live_4eC39HqLyjWDarjtT1zdp7dc'
   const secret = 'a-secret-of-at-least-16-characters'
   /** The bucket keys `onLimit` saw, and every log line, for one refused request per app. */
-  const refuse = async (edge: Partial<EdgeOptions>, shadow: boolean) => {
+  const refuse = async (edge: Partial<GlobalEdgeOptions>, shadow: boolean) => {
     const { lines, logger } = logSink()
     const seen: LimitDecision[] = []
     const { app } = await buildApp({ edge: { capacity: 1, refillPerSecond: 0, key: (request) => request.headers['x-api-key'], ...edge }, shadow, onLimit: (_request, decision) => { seen.push(decision) } }, { logger })

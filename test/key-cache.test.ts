@@ -2,7 +2,7 @@ import t from 'tap'
 import { Agent, request } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { FastifyRequest } from 'fastify'
-import { addressKey, MAX_CACHED_INPUT_LENGTH, MAX_CACHED_RESULTS, memoize } from '../lib/key-cache.js'
+import { ofClientAddress, MAX_CACHED_INPUT_LENGTH, MAX_CACHED_RESULTS, memoize } from '../lib/key-cache.js'
 import { buildApp } from './helpers.js'
 
 t.test('memoize: one computation per input, bounded; long inputs computed each time', async (t) => {
@@ -21,15 +21,15 @@ t.test('memoize: one computation per input, bounded; long inputs computed each t
   t.same(computed, ['a', long, long], 'an input above MAX_CACHED_INPUT_LENGTH is not kept')
 })
 
-t.test('addressKey: per connection without trustProxy, per request with it', async (t) => {
+t.test('ofClientAddress: per connection without trustProxy, per request with it', async (t) => {
   const keyOf = (ip: string): string => `{ip:${ip === '' ? 'unknown' : ip}}`
   const socket = {}
   const from = (ip: string | undefined, on: object | null = socket) => ({ ip, raw: { socket: on } }) as unknown as FastifyRequest
-  const perRequest = addressKey(keyOf, false)
+  const perRequest = ofClientAddress(keyOf, false)
   t.equal(perRequest(from('203.0.113.1')), '{ip:203.0.113.1}')
   t.equal(perRequest(from('203.0.113.2')), '{ip:203.0.113.2}', 'trustProxy: one connection may carry several clients')
   t.equal(perRequest(from(undefined)), '{ip:unknown}', 'request.ip is undefined once the socket is gone')
-  const perConnection = addressKey(keyOf, true)
+  const perConnection = ofClientAddress(keyOf, true)
   t.equal(perConnection(from('203.0.113.1')), '{ip:203.0.113.1}')
   t.equal(perConnection(from('203.0.113.1', {})), '{ip:203.0.113.1}', 'another connection from the same address')
   t.equal(perConnection(from('198.51.100.7', {})), '{ip:198.51.100.7}')

@@ -1,0 +1,66 @@
+/**
+ * One registration's checked settings of each route. `onRoute` checks a route's
+ * `config.rateLimit` and keeps the result in the route's config, under a symbol
+ * of this registration (on a copy: one config object may serve several routes;
+ * Fastify copies it, symbols included, into the route's context), so that each
+ * request finds its route's settings with one property read. A route declared
+ * before the plugin was loaded (never shown to `onRoute`) is checked at its first
+ * request, warned about once, and remembered by its config.
+ */
+import type { FastifyRequest, RouteOptions } from 'fastify'
+import { checkRouteConfig, routeName, type RouteSettings, type Settings } from './options.js'
+import type { Warnings } from './warnings.js'
+
+/** A route's settings; `false`: left out of both layers; an Error: a bad config, which fails the route's requests. */
+export type RouteEntry = RouteSettings | false | Error
+
+type RouteConfig = FastifyRequest['routeOptions']['config']
+
+export class RouteTable {
+  private readonly own = Symbol('fastify-tollgate: route settings of this registration')
+  private readonly unseen = new WeakMap<object, RouteEntry>()
+
+  constructor (private readonly settings: Settings, private readonly warnings: Warnings) {}
+
+  /** In `onRoute`: checks the route's config (throws its coded error) and keeps the result in it. */
+  add (routeOptions: RouteOptions): RouteSettings | false {
+    let entry: RouteEntry
+    try {
+      entry = checkRouteConfig(routeOptions, routeOptions.config?.rateLimit, this.settings)
+    } catch (error) {
+      entry = error as Error
+    }
+    routeOptions.config = Object.assign({}, routeOptions.config, { [this.own]: entry })
+    if (entry instanceof Error) throw entry
+    return entry
+  }
+
+  /** The entry `onRoute` kept in a route's config, or `undefined` for a route it never saw (and a 404). */
+  seen (config: RouteConfig): RouteEntry | undefined {
+    return (config as unknown as { [key: symbol]: RouteEntry | undefined })[this.own]
+  }
+
+  /**
+   * The entry of the request's route, `config` being its config: the one kept by
+   * `onRoute`; `undefined` for a 404; for a route declared before the plugin,
+   * checked at its first request (with TOLLGATE_ROUTE_BEFORE_PLUGIN) and remembered.
+   */
+  of (request: FastifyRequest, config: RouteConfig): RouteEntry | undefined {
+    const seen = this.seen(config)
+    if (seen !== undefined) return seen
+    if (request.is404) return undefined
+    let entry = this.unseen.get(config)
+    if (entry === undefined) {
+      const { method, url } = request.routeOptions
+      const route = { method, url } as Pick<RouteOptions, 'method' | 'url'>
+      this.warnings.warn('TOLLGATE_ROUTE_BEFORE_PLUGIN', { route: routeName(route) })
+      try {
+        entry = checkRouteConfig(route, config.rateLimit, this.settings)
+      } catch (error) {
+        entry = error as Error
+      }
+      this.unseen.set(config, entry)
+    }
+    return entry
+  }
+}
