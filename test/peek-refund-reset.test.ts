@@ -5,6 +5,7 @@
  * the engine; the deny cache and the failure modes of the Redis store.
  */
 import t, { type Test } from 'tap'
+import { performance } from 'node:perf_hooks'
 import fc from 'fast-check'
 import Fastify from 'fastify'
 import { Cluster, Redis } from 'ioredis'
@@ -374,6 +375,28 @@ if (requireRedis(t)) {
     t.match(await next, { allowed: true })
     const after2 = await commandCalls(inspect)
     t.equal((after2.evalsha ?? 0) + (after2.eval ?? 0) - (before.evalsha ?? 0) - (before.eval ?? 0), 3, 'three script calls: refused, reset, allowed')
+
+    // The same, with the refusal's reply read alone while the reset is still on its way: no refusal is kept meanwhile.
+    const busy = server.client(t)
+    await busy.ping()
+    const hold = `local t0 = redis.call('TIME')
+repeat local t1 = redis.call('TIME') until (t1[1] - t0[1]) * 1e6 + (t1[2] - t0[2]) > 40000
+return 1`
+    const slow = redisStore({ client, clock: clock.now, heartbeatIntervalMs: 0, timeoutMs: 5000, prefix: 'slow:' })
+    t.teardown(() => slow.close())
+    for (let i = 0; i < 3; i++) await slow.consume(login)
+    const read = slow.consume(login)
+    await new Promise((resolve) => setImmediate(resolve)) // the consume goes out
+    for (const until = performance.now() + 20; performance.now() < until;); // Redis answers it; this process reads nothing yet
+    void busy.eval(hold, 0) // holds Redis for 40 ms: the reset's reply comes after it
+    let resetAnswered = false
+    const reset = slow.reset('{manual:login:alice}:manual').then(() => { resetAnswered = true })
+    t.match(await read, { allowed: false }, 'the refusal, read before the reset')
+    t.notOk(resetAnswered, 'the reset is still on its way')
+    const meanwhile = slow.consume(login)
+    t.ok(meanwhile instanceof Promise, 'so that refusal was not kept: the next request asks Redis')
+    await reset
+    t.match(await meanwhile, { allowed: true })
   })
 
   t.test('Redis through the plugin: the deny cache does not keep a cleared account refused', async (t) => {
