@@ -6,27 +6,38 @@
  * `Retry-After`, even with the right password, until a token comes back. The edge
  * layer (20 per IP at once, then 1 a second) limits each client as a whole.
  *
- * The token is taken first, not after a wrong password was seen: "peek, check,
- * then take on failure" would let 100 wrong guesses sent at once all pass the
- * peek, and all be checked.
+ * The token is taken first, not after a wrong password was seen: the check takes
+ * a while (a slow hash, as it should be), and with "peek, check, then take on
+ * failure" 100 wrong guesses sent at once would all pass the peek, and all be checked.
  */
-import { createHash, timingSafeEqual } from 'node:crypto'
+import { randomBytes, scrypt, timingSafeEqual } from 'node:crypto'
+import { promisify } from 'node:util'
 import Fastify from 'fastify'
 import tollgate, { memoryStore, RateLimitedError } from 'fastify-tollgate'
 import type { Example } from './example.js'
 
-/** Demo accounts and passwords (a real app keeps slow hashes: scrypt, argon2, bcrypt). */
-const ACCOUNTS = new Map([['alice', 'correct horse battery staple'], ['bob', 'hunter2']])
-
 /** Failed logins per account: 5 at once, then one a minute. */
 export const FAILED_LOGINS = { capacity: 5, refillPerSecond: 1 / 60 }
 
-const digest = (text: string): Buffer => createHash('sha256').update(text).digest()
+const scryptAsync = promisify(scrypt) as (password: string, salt: Buffer, length: number) => Promise<Buffer>
 
-/** Compared in constant time; an unknown account costs the same comparison. */
-function passwordMatches (account: string, password: string): boolean {
-  const known = ACCOUNTS.get(account)
-  return timingSafeEqual(digest(known ?? ''), digest(password)) && known !== undefined
+/** A password as an app keeps it: an scrypt hash and its salt. */
+interface Hashed { salt: Buffer, hash: Buffer }
+
+async function hashPassword (password: string): Promise<Hashed> {
+  const salt = randomBytes(16)
+  return { salt, hash: await scryptAsync(password, salt, 32) }
+}
+
+/** The demo accounts, and a check that costs one hash whether the account exists or not. */
+async function passwordCheck (): Promise<(account: string, password: string) => Promise<boolean>> {
+  const accounts = new Map([['alice', await hashPassword('correct horse battery staple')], ['bob', await hashPassword('hunter2')]])
+  const nobody = await hashPassword(randomBytes(16).toString('hex'))
+  return async (account, password) => {
+    const known = accounts.get(account)
+    const hash = await scryptAsync(password, (known ?? nobody).salt, 32)
+    return timingSafeEqual(hash, (known ?? nobody).hash) && known !== undefined
+  }
 }
 
 interface Login { account: string, password: string }
@@ -45,6 +56,7 @@ export const example: Example = {
   async build ({ clock, logger = false } = {}) {
     const app = Fastify({ logger })
     await app.register(tollgate, { store: memoryStore({ clock }), edge: { capacity: 20, refillPerSecond: 1 } })
+    const passwordMatches = await passwordCheck()
     app.post<{ Body: Login }>('/login', { schema: loginSchema }, async (request, reply) => {
       const account = request.body.account.trim().toLowerCase()
       const key = `login:${account}`
@@ -56,7 +68,7 @@ export const example: Example = {
         reply.header('cache-control', 'no-store')
         throw refusal
       }
-      if (!passwordMatches(account, request.body.password)) {
+      if (!await passwordMatches(account, request.body.password)) {
         return reply.code(401).send({ error: 'Wrong account or password', attemptsLeft: Math.floor(attempt.buckets[0]?.tokens ?? 0) })
       }
       await app.tollgate.reset(key)
