@@ -176,6 +176,9 @@ t.test('the edge bucket of an address, an edge.key value, or a request', async (
   clock.advance(60_000)
   t.same(await statuses(app, 30, { url: '/free', remoteAddress: '198.51.100.1' }), new Array<number>(30).fill(200), 'a route that refunds its own edge token never spends it')
   t.equal(JSON.parse((await app.inject({ url: '/free', remoteAddress: '198.51.100.1' })).body).tokens, 20)
+  const keyed = { url: '/free', remoteAddress: '198.51.100.2', headers: { 'x-api-key': 'key-free' } }
+  t.same(await statuses(app, 30, keyed), new Array<number>(30).fill(200), 'by its edge.key too: the request\'s own edge bucket')
+  t.match((await app.inject(keyed)).json(), { key: (await app.tollgate.peek({ layer: 'edge', key: 'key-free' })).buckets[0]?.key, tokens: 20 })
 })
 
 t.test("a user's app bucket under their tier, an anonymous client's, and a route's own", async (t) => {
