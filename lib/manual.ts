@@ -22,7 +22,8 @@ import { checkKnownKeys, checkNumber, checkObject, checkPolicy, describe, expect
  * - `{ layer: 'edge', ip }`: the edge bucket of a client address (IPv4-mapped
  *   addresses unmapped, IPv6 grouped by `edge.ipv6Subnet`, as the edge does);
  * - `{ layer: 'edge', key }`: the edge bucket of an `edge.key` value (an API key);
- * - `{ layer: 'edge', request }`: the edge bucket this request was counted in;
+ * - `{ layer: 'edge', request }`: the edge bucket of this request, as the edge keys
+ *   it (on a route the edge skips, `rateLimit: false`, it took nothing there);
  * - `{ layer: 'app', user, tier? }`: a user's bucket, under `tier` as the app layer
  *   maps it (a name of `app.tiers`, else `default`);
  * - `{ layer: 'app', ip }`: an anonymous client's bucket, under the anonymous tier;
