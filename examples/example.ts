@@ -11,7 +11,8 @@ import type { FastifyInstance } from 'fastify'
 /** Every example, by file name. */
 export const EXAMPLES = [
   'server', 'edge-only', 'jwt-tiers', 'route-cost', 'api-key', 'shadow',
-  'replica-share', 'problem-json', 'redis', 'redis-cluster'
+  'replica-share', 'problem-json', 'redis', 'redis-cluster',
+  'login'
 ] as const
 
 export interface ExampleOptions {

@@ -142,3 +142,42 @@ export function consumeOne (state: BucketState | undefined, policy: BucketPolicy
 export function msUntilFull (tokens: number, policy: BucketPolicy): number {
   return msUntil(tokens, policy.capacity, policy)
 }
+
+/** A bucket as it is now, read without taking (see `read`). */
+export interface BucketReading {
+  /** Tokens held now: fractional, at most capacity, negative while in debt (an overdraft). */
+  tokens: number
+  /** Milliseconds until the bucket holds the cost read for (0: it does now; `Infinity`: never), as `consume` would refuse it. */
+  retryAfterMs: number
+  /** Milliseconds until the bucket is full (0: full now; `Infinity`: it never refills). */
+  fullInMs: number
+}
+
+/**
+ * Reads a bucket at `nowMs` without taking: its tokens, how long until a request
+ * of `cost` passes (the `retryAfterMs` that `consume` gives when it refuses, 0 when
+ * it would allow; `overdraft` as there) and how long until it is full. Both waits
+ * count the time a clock that went backwards needs to catch up, and neither is early.
+ */
+export function read (state: BucketState | undefined, policy: BucketPolicy, cost: number, nowMs: number, overdraft = false): BucketReading {
+  const tokens = tokensAt(state, policy, nowMs)
+  return {
+    tokens,
+    retryAfterMs: retryWait(state, policy, nowMs, tokens, tokensNeeded(cost, policy, overdraft)),
+    fullInMs: retryWait(state, policy, nowMs, tokens, policy.capacity)
+  }
+}
+
+/**
+ * Gives `amount` tokens (finite, ≥ 0) back to a bucket at `nowMs`: the state it
+ * then holds, to store in place of `state`. Never above capacity: a bucket that
+ * would be full returns `undefined` (absent, i.e. full; the store deletes it), and
+ * an absent bucket stays absent. A bucket in debt gains `amount` and may stay in
+ * debt. Like an allowed step, it records `lastMs = nowMs`, even when `nowMs` is
+ * before the last step (a clock that went backwards).
+ */
+export function refund (state: BucketState | undefined, policy: BucketPolicy, amount: number, nowMs: number): BucketState | undefined {
+  if (state === undefined) return undefined
+  const tokens = tokensAt(state, policy, nowMs) + amount
+  return tokens < policy.capacity ? { tokens, lastMs: nowMs } : undefined
+}

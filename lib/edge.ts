@@ -14,7 +14,7 @@ import type { BucketRequest } from './store.js'
 import type { Warnings } from './warnings.js'
 
 /** `{key:<digest of the value>}:edge` from `edge.key(request)`, else `{ip:<address>}:edge` from `addressKeyOf`. */
-function edgeKey (request: FastifyRequest, edge: EdgeSettings, addressKeyOf: (request: FastifyRequest) => string): string {
+export function edgeKey (request: FastifyRequest, edge: EdgeSettings, addressKeyOf: (request: FastifyRequest) => string): string {
   if (edge.key !== undefined) {
     let key: unknown
     try {

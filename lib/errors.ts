@@ -63,3 +63,11 @@ export const InvalidCostError: TollgateError<'TOLLGATE_INVALID_COST', 500, [stri
 /** 503 for one request: the store failed to answer, and the request was not admitted. */
 export const StoreUnavailableError: TollgateError<'TOLLGATE_STORE_UNAVAILABLE', 503, []> = createError(
   'TOLLGATE_STORE_UNAVAILABLE', 'The rate-limit store is unavailable, retry later', 503, Error, false)
+
+/**
+ * A `fastify.tollgate` method the store does not implement (`peek`, `refund` or
+ * `reset` of a custom store; see `Store`). Raised when the method is called, never
+ * at startup. Argument: the method's name (the same on the store and on `fastify.tollgate`).
+ */
+export const StoreUnsupportedError: TollgateError<'TOLLGATE_STORE_UNSUPPORTED', 500, [string]> = createError(
+  'TOLLGATE_STORE_UNSUPPORTED', 'The rate-limit store does not implement %s() (memoryStore() and redisStore() do)', 500)

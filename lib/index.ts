@@ -4,10 +4,13 @@ import plugin from './plugin.js'
 export default plugin
 export { plugin as tollgate }
 export type { TollgateDecorator } from './plugin.js'
+export type { LayerBucket, PeekDecision, BucketLevel } from './manual.js'
 export { memoryStore, MemoryStore, type MemoryStoreOptions } from './stores/memory.js'
 export { redisStore, RedisStore, type RedisStoreOptions, type RedisClientLike, type FailMode } from './stores/redis.js'
 export type { Store, BucketRequest, StoreDecision, StoreLogger } from './store.js'
+export type { StoreReading } from './store.js'
 export { consume, tokensAt, msUntil, msUntilFull, retryWait, type BucketPolicy, type BucketState, type BucketDecision } from './bucket.js'
+export { read, refund, type BucketReading } from './bucket.js'
 export type {
   TollgateOptions, EdgeOptions, GlobalEdgeOptions, RoutesOnlyEdgeOptions, EdgeKeyOptions, AppOptions, AppHookName, Identity, TierPolicies,
   RouteRateLimit, RouteCost, LimitDecision, BucketReport
@@ -18,3 +21,4 @@ export { WARNINGS, type WarningCode } from './warnings.js'
 export {
   RateLimitedError, InvalidOptionError, InvalidRouteConfigError, InvalidCostError, StoreUnavailableError
 } from './errors.js'
+export { StoreUnsupportedError } from './errors.js'

@@ -10,24 +10,47 @@ import { allowTest } from './allow-list.js'
 import { appKeys, attachAppHook, createAppHook, createUnseenRouteHook, hookOfKind } from './app.js'
 import { report, type Step } from './decide.js'
 import { createEdgeHook } from './edge.js'
-import { HeaderLayout, namedPolicy } from './headers.js'
-import { bucketKey } from './keys.js'
+import { HeaderLayout } from './headers.js'
 import { ofClientAddress, memoize } from './key-cache.js'
+import { overdraftOf, peek, refund, reset, resolve, type BucketLevel, type LayerBucket, type PeekDecision, type RouteQuotas } from './manual.js'
 import { RouteTable } from './routes.js'
-import { checkOptions, share, type LimitDecision, type Settings, type TollgateOptions } from './options.js'
-import { checkNumber, checkPolicy, expected, failOption } from './validate.js'
+import { checkOptions, type LimitDecision, type Settings, type TollgateOptions } from './options.js'
+import { checkNumber, failOption } from './validate.js'
 import { claimStore, trustProxyOption, Warnings } from './warnings.js'
 import type { BucketPolicy } from './bucket.js'
 
-/** `fastify.tollgate`: consume from a bucket by hand, for work that is not an HTTP route. */
+/**
+ * `fastify.tollgate`: a bucket by hand, for work that is not an HTTP route, or
+ * from a handler. Each method names a bucket of its own by `key` and `policy`
+ * (`policy` scaled by the store's quota share, like every other policy; its keys
+ * live apart from the layers'), or a bucket a layer uses by who it belongs to
+ * (`LayerBucket`: `{ layer: 'app', user: '42' }`), with that layer's key and policy.
+ * Invalid arguments reject with `TOLLGATE_INVALID_OPTION` naming them; `peek`,
+ * `refund` and `reset` on a store without them, with `TOLLGATE_STORE_UNSUPPORTED`.
+ */
 export interface TollgateDecorator {
   /**
-   * Takes `cost` tokens (default 1) from the bucket named `key` with `policy`
-   * (scaled by the store's quota share, like every other policy; a cost above the
-   * share but within `policy` passes on a full share and overdraws it, see
-   * `BucketRequest.overdraft`). Never throws for a refusal: read `allowed` and `retryAfterMs`.
+   * Takes `cost` tokens (default 1) from the bucket, all or nothing (a cost above
+   * this process's share but within the whole quota passes on a full share and
+   * overdraws it, see `BucketRequest.overdraft`). Never throws for a refusal: read
+   * `allowed` and `retryAfterMs`.
    */
   consume (key: string, policy: BucketPolicy, cost?: number): Promise<LimitDecision>
+  consume (bucket: LayerBucket, cost?: number): Promise<LimitDecision>
+  /**
+   * Reads the bucket without taking: the decision `consume` would make now for
+   * `cost` (default 1), with the tokens held now and `fullInMs`. Changes nothing.
+   */
+  peek (key: string, policy: BucketPolicy, cost?: number): Promise<PeekDecision>
+  peek (bucket: LayerBucket, cost?: number): Promise<PeekDecision>
+  /**
+   * Gives `tokens` (default 1) back, never above capacity; a bucket that is full
+   * (absent) stays so. Resolves with the bucket as it is then.
+   */
+  refund (key: string, policy: BucketPolicy, tokens?: number): Promise<BucketLevel>
+  refund (bucket: LayerBucket, tokens?: number): Promise<BucketLevel>
+  /** Deletes the bucket: it is full again. */
+  reset (key: string | LayerBucket): Promise<void>
 }
 
 declare module 'fastify' {
@@ -36,21 +59,37 @@ declare module 'fastify' {
   }
 }
 
-function decorator (settings: Settings): TollgateDecorator {
-  const quotaShare = settings.store.quotaShare ?? 1
+/** `[policy, amount]` of a call on `target`: a key of its own takes a policy first, a layer's bucket does not. */
+function argumentsOf (target: unknown, rest: readonly unknown[]): [unknown, unknown] {
+  const [policy, amount] = typeof target === 'string' ? rest : [undefined, rest[0]]
+  return [policy, amount === undefined ? 1 : amount]
+}
+
+function decorator (settings: Settings, routes: RouteQuotas): TollgateDecorator {
+  const m = { settings, quotaShare: settings.store.quotaShare ?? 1, routes }
   return {
-    async consume (key, policy, cost = 1) {
-      if (typeof key !== 'string' || key === '') expected(failOption, 'key', 'a non-empty string', key)
-      const whole = checkPolicy(failOption, 'policy', policy)
-      const scaled = share(failOption, 'policy', whole, quotaShare)
-      checkNumber(failOption, 'cost', cost, 0)
+    async consume (target: string | LayerBucket, ...rest: unknown[]) {
+      const [policy, cost] = argumentsOf(target, rest)
+      const bucket = resolve(m, target, policy)
+      const amount = checkNumber(failOption, 'cost', cost, 0)
       const step: Step = {
-        layer: 'manual',
-        buckets: [{ key: bucketKey('manual', key, 'manual'), policy: scaled, cost, overdraft: quotaShare < 1 && cost <= whole.capacity }],
-        layout: new HeaderLayout([namedPolicy('manual', scaled)]),
-        tier: undefined
+        layer: bucket.layer,
+        buckets: [{ key: bucket.key, policy: bucket.named.policy, cost: amount, overdraft: overdraftOf(m, bucket, amount) }],
+        layout: new HeaderLayout([bucket.named]),
+        tier: bucket.tier
       }
       return report(step, await settings.store.consume(step.buckets))
+    },
+    async peek (target: string | LayerBucket, ...rest: unknown[]) {
+      const [policy, cost] = argumentsOf(target, rest)
+      return peek(m, target, policy, cost)
+    },
+    async refund (target: string | LayerBucket, ...rest: unknown[]) {
+      const [policy, tokens] = argumentsOf(target, rest)
+      return refund(m, target, policy, tokens)
+    },
+    async reset (target) {
+      return reset(m, target)
     }
   }
 }
@@ -70,7 +109,9 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
   const claim = claimStore(keyspace.owner, keyspace.prefix)
   if (claim.shared) warnings.warn('TOLLGATE_SHARED_STORE', { prefix: keyspace.prefix })
   const keys = appKeys(edge?.ipv6Subnet ?? 64, perConnection)
-  fastify.decorate('tollgate', decorator(settings))
+  // A route's own quota by bucket name, for `fastify.tollgate` calls that name it.
+  const routeQuotas: RouteQuotas = new Map()
+  fastify.decorate('tollgate', decorator(settings, routeQuotas))
   const routes = new RouteTable(settings, warnings)
   const allowed = settings.allowList === undefined
     ? undefined
@@ -85,6 +126,7 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
   fastify.addHook('onRoute', (routeOptions) => {
     try {
       const route = routes.add(routeOptions)
+      if (route !== false && route.quota !== undefined) routeQuotas.set(route.bucket, route.quota)
       if (route !== false && route.app && app !== undefined) {
         attachAppHook(routeOptions, app, createAppHook(settings, app, route, keys, warnings, allowed))
       }

@@ -2,7 +2,7 @@
  * The contract every store implements (memory, Redis, or your own).
  * Stores keep bucket state by key and decide with the engine's rules (`bucket.ts`).
  */
-import type { BucketDecision, BucketPolicy } from './bucket.js'
+import type { BucketDecision, BucketPolicy, BucketReading } from './bucket.js'
 
 /** One bucket of a store step. */
 export interface BucketRequest {
@@ -37,6 +37,14 @@ export interface StoreDecision extends BucketDecision {
   policies?: readonly BucketPolicy[]
 }
 
+/** A bucket read without taking (`Store.peek`), and how it was read when the store could not use its shared state. */
+export interface StoreReading extends BucketReading {
+  /** As in `StoreDecision`: `'open'`, a full bucket reported uncounted; `'local'`, the local fallback bucket under `policy`. */
+  degraded?: 'open' | 'local'
+  /** The policy actually applied, when it differs from the requested one (a local share). */
+  policy?: BucketPolicy
+}
+
 /** What a store may log through: Fastify's logger fits. */
 export interface StoreLogger {
   info (object: object, message: string): void
@@ -44,6 +52,11 @@ export interface StoreLogger {
   error (object: object, message: string): void
 }
 
+/**
+ * `consume` and `close` are required. `peek`, `refund` and `reset` are optional: a
+ * store without them registers and limits as usual, and only a call of the
+ * matching `fastify.tollgate` method fails (`TOLLGATE_STORE_UNSUPPORTED`, naming it).
+ */
 export interface Store {
   /**
    * The part of every quota this process enforces, in (0, 1]: 1 when the state is
@@ -57,6 +70,24 @@ export interface Store {
    * means the store could not decide (the request gets a 503).
    */
   consume (buckets: readonly BucketRequest[]): StoreDecision | Promise<StoreDecision>
+  /**
+   * Optional, for `fastify.tollgate.peek`: reads the bucket `bucket.key` under
+   * `bucket.policy` without taking anything (`read` in bucket.ts), with
+   * `retryAfterMs` for `bucket.cost` (and `bucket.overdraft`). Changes nothing.
+   */
+  peek? (bucket: BucketRequest): StoreReading | Promise<StoreReading>
+  /**
+   * Optional, for `fastify.tollgate.refund`: gives `bucket.cost` tokens back to the
+   * bucket (`refund` in bucket.ts: never above capacity; an absent bucket stays
+   * absent) and returns the tokens it holds then. Rejects (or throws) when the
+   * shared state could not be changed.
+   */
+  refund? (bucket: BucketRequest): number | Promise<number>
+  /**
+   * Optional, for `fastify.tollgate.reset`: deletes the bucket `key`, which is then
+   * full (absent). Rejects (or throws) when the shared state could not be changed.
+   */
+  reset? (key: string): void | Promise<void>
   /** Releases timers and state when the app closes. Never closes a client the user owns. */
   close (): void | Promise<void>
   /** Called once at register with the app's logger. */

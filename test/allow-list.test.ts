@@ -29,7 +29,6 @@ t.test('addresses and CIDR ranges, IPv4 and IPv6: an allowed client touches no b
 t.test('a predicate, alone or with addresses; one that throws does not allow and is logged once a minute', async (t) => {
   const { lines, logger } = logSink()
   const app = Fastify({ logger })
-  let now = 0
   const allowList = {
     addresses: ['192.0.2.1'],
     match: (request: { headers: Record<string, unknown> }) => {
@@ -47,7 +46,6 @@ t.test('a predicate, alone or with addresses; one that throws does not allow and
   t.same(boom, [200, 429, 429], 'a throw does not allow')
   t.equal(lines.filter((line) => line.msg.includes('allowList.match threw')).length, 1, 'one line for three throws')
   await app.close()
-  t.equal(now, 0)
   t.equal(MATCH_ERROR_LOG_INTERVAL_MS, 60_000)
 })
 

@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap'
-import { consume, consumeOne, msUntil, tokensAt, tokensNeeded, type BucketPolicy, type BucketState } from '../lib/bucket.js'
+import { consume, consumeOne, msUntil, read, refund, tokensAt, tokensNeeded, type BucketPolicy, type BucketReading, type BucketState } from '../lib/bucket.js'
 import { conformanceCases } from './helpers.js'
 
 /** Runs steps through the pure engine, keeping state as a store would. */
@@ -273,4 +273,70 @@ t.test('consumeOne decides exactly as consume over one bucket', async (t) => {
     }
   }
   t.equal(compared, 720)
+})
+
+t.test('refund: tokens back, never above capacity; an absent bucket stays absent', async (t) => {
+  const B5R1: BucketPolicy = { capacity: 5, refillPerSecond: 1 }
+  const cases: Array<{ name: string, policy: BucketPolicy, state: BucketState | undefined, amount: number, nowMs: number, after: BucketState | undefined }> = [
+    { name: 'an absent bucket is full and stays absent', policy: B5R1, state: undefined, amount: 3, nowMs: 0, after: undefined },
+    { name: 'some tokens back', policy: B5R1, state: { tokens: 2, lastMs: 0 }, amount: 1, nowMs: 0, after: { tokens: 3, lastMs: 0 } },
+    { name: 'the refill since the last step counts first', policy: B5R1, state: { tokens: 0, lastMs: 0 }, amount: 1, nowMs: 1500, after: { tokens: 2.5, lastMs: 1500 } },
+    { name: 'exactly to capacity: full, so absent', policy: B5R1, state: { tokens: 2, lastMs: 0 }, amount: 3, nowMs: 0, after: undefined },
+    { name: 'above capacity: capped, so absent', policy: B5R1, state: { tokens: 2, lastMs: 0 }, amount: 100, nowMs: 0, after: undefined },
+    { name: 'refilled to full by now: absent whatever the amount', policy: B5R1, state: { tokens: 0, lastMs: 0 }, amount: 0, nowMs: 5000, after: undefined },
+    { name: 'a bucket in debt (an overdraft) gains the amount and may stay in debt', policy: B5R1, state: { tokens: -15, lastMs: 0 }, amount: 5, nowMs: 0, after: { tokens: -10, lastMs: 0 } },
+    { name: 'R = 0: time adds nothing, the refund is all it gets', policy: { capacity: 3, refillPerSecond: 0 }, state: { tokens: 1, lastMs: 0 }, amount: 1, nowMs: 1e12, after: { tokens: 2, lastMs: 1e12 } },
+    { name: 'a clock gone backwards adds nothing; the refund records the earlier time, as an allowed step does', policy: B5R1, state: { tokens: 0, lastMs: 10_000 }, amount: 1, nowMs: 5000, after: { tokens: 1, lastMs: 5000 } },
+    { name: 'fractions are kept', policy: B5R1, state: { tokens: 0.25, lastMs: 0 }, amount: 0.5, nowMs: 0, after: { tokens: 0.75, lastMs: 0 } },
+    { name: 'amount 0 records the time, like a step of cost 0', policy: B5R1, state: { tokens: 1, lastMs: 0 }, amount: 0, nowMs: 500, after: { tokens: 1.5, lastMs: 500 } }
+  ]
+  for (const c of cases) {
+    const before = c.state === undefined ? undefined : { ...c.state }
+    t.same(refund(c.state, c.policy, c.amount, c.nowMs), c.after, c.name)
+    t.same(c.state, before, `${c.name}: the state given is not touched`)
+  }
+})
+
+t.test('read: tokens now, the wait for a cost, and the wait until full', async (t) => {
+  const B5R1: BucketPolicy = { capacity: 5, refillPerSecond: 1 }
+  const cases: Array<{ name: string, policy: BucketPolicy, state: BucketState | undefined, cost: number, nowMs: number, overdraft?: true, reading: BucketReading }> = [
+    { name: 'an absent bucket is full', policy: B5R1, state: undefined, cost: 1, nowMs: 0, reading: { tokens: 5, retryAfterMs: 0, fullInMs: 0 } },
+    { name: 'an empty bucket', policy: B20R5, state: { tokens: 0, lastMs: 0 }, cost: 3, nowMs: 0, reading: { tokens: 0, retryAfterMs: 600, fullInMs: 4000 } },
+    { name: 'part refilled', policy: B5R1, state: { tokens: 0, lastMs: 0 }, cost: 2, nowMs: 500, reading: { tokens: 0.5, retryAfterMs: 1500, fullInMs: 4500 } },
+    { name: 'the cost fits now', policy: B5R1, state: { tokens: 3, lastMs: 0 }, cost: 3, nowMs: 0, reading: { tokens: 3, retryAfterMs: 0, fullInMs: 2000 } },
+    { name: 'a cost above capacity never fits', policy: B5R1, state: undefined, cost: 6, nowMs: 0, reading: { tokens: 5, retryAfterMs: Infinity, fullInMs: 0 } },
+    { name: 'overdraft: a cost above capacity waits for a full bucket', policy: B5R1, state: { tokens: 4, lastMs: 0 }, cost: 20, nowMs: 0, overdraft: true, reading: { tokens: 4, retryAfterMs: 1000, fullInMs: 1000 } },
+    { name: 'R = 0: never', policy: { capacity: 3, refillPerSecond: 0 }, state: { tokens: 1, lastMs: 0 }, cost: 2, nowMs: 1e12, reading: { tokens: 1, retryAfterMs: Infinity, fullInMs: Infinity } },
+    { name: 'R = 0 and the cost fits', policy: { capacity: 3, refillPerSecond: 0 }, state: { tokens: 1, lastMs: 0 }, cost: 1, nowMs: 0, reading: { tokens: 1, retryAfterMs: 0, fullInMs: Infinity } },
+    { name: 'a clock gone backwards first catches up', policy: B5R1, state: { tokens: 0, lastMs: 10_000 }, cost: 1, nowMs: 9000, reading: { tokens: 0, retryAfterMs: 2000, fullInMs: 6000 } },
+    { name: 'a bucket in debt', policy: B5R1, state: { tokens: -15, lastMs: 0 }, cost: 1, nowMs: 0, reading: { tokens: -15, retryAfterMs: 16_000, fullInMs: 20_000 } }
+  ]
+  for (const c of cases) t.same(read(c.state, c.policy, c.cost, c.nowMs, c.overdraft === true), c.reading, c.name)
+})
+
+t.test('read says what consume would decide, and its waits are never early', async (t) => {
+  const policies: BucketPolicy[] = [B20R5, { capacity: 1, refillPerSecond: 0 }, { capacity: 3.5, refillPerSecond: 0.25 }, { capacity: 149.76303114957818, refillPerSecond: 1 }]
+  const states: Array<BucketState | undefined> = [undefined, { tokens: 0, lastMs: 500 }, { tokens: 2.25, lastMs: 1000 }, { tokens: -3, lastMs: 60_000 }, { tokens: 149.76303114957818 - 74.882, lastMs: 1_000_000 }]
+  let compared = 0
+  for (const policy of policies) {
+    for (const state of states) {
+      for (const cost of [0, 0.5, 1, 3, 20, 21, 149.763]) {
+        for (const nowMs of [0, 499, 1000, 1500, 60_000, 1_000_000]) {
+          for (const overdraft of [false, true]) {
+            const reading = read(state, policy, cost, nowMs, overdraft)
+            const decision = consumeOne(state, policy, cost, nowMs, overdraft)
+            t.equal(reading.retryAfterMs, decision.retryAfterMs, 'the wait consume gives (0 when it allows)')
+            t.equal(reading.tokens, tokensAt(state, policy, nowMs))
+            if (Number.isFinite(reading.retryAfterMs)) t.ok(consumeOne(state, policy, cost, nowMs + reading.retryAfterMs, overdraft).allowed, 'a retry at it passes')
+            compared++
+            // A state above its policy's capacity (read under another tier's) holds what it holds.
+            if (state !== undefined && state.tokens > policy.capacity) continue
+            if (Number.isFinite(reading.fullInMs)) t.equal(tokensAt(state, policy, nowMs + reading.fullInMs), policy.capacity, 'full at fullInMs')
+            else t.ok(policy.refillPerSecond === 0 && reading.tokens < policy.capacity, 'never full: no refill')
+          }
+        }
+      }
+    }
+  }
+  t.equal(compared, 1680)
 })

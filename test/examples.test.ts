@@ -14,6 +14,7 @@ import { example as apiKey } from '../examples/api-key.js'
 import { example as shadow } from '../examples/shadow.js'
 import { example as replicaShare } from '../examples/replica-share.js'
 import { example as problemJson } from '../examples/problem-json.js'
+import { example as login } from '../examples/login.js'
 import { buildRedisServer } from '../examples/redis.js'
 import { buildClusterServer } from '../examples/redis-cluster.js'
 import { freePort, requireRedis, startCluster, startRedis } from './redis-server.js'
@@ -132,6 +133,32 @@ t.test('problem-json: refusals as RFC 9457 problem details, headers kept', async
   t.equal(missing.statusCode, 429, 'the edge covers unknown routes too')
 })
 
+t.test('login: only failed logins count, per account; success clears the account; an empty account gets 429 even with the right password', async (t) => {
+  const { app, clock } = await start(t, login)
+  const attempt = (account: string, password: string): InjectOptions => ({ method: 'POST', url: '/login', payload: { account, password } })
+  const wrong = attempt('alice', 'guess')
+  const right = attempt('alice', 'correct horse battery staple')
+  t.same(await statuses(app, 3, wrong), [401, 401, 401])
+  t.match((await app.inject(wrong)).json(), { attemptsLeft: 1 })
+  t.same(await statuses(app, 1, right), [200], 'the right password, within the budget')
+  t.same(await statuses(app, 6, attempt('Alice ', 'guess')), [401, 401, 401, 401, 401, 429], 'a success cleared the 4 failures: 5 again (the account name is normalised)')
+  const refused = await app.inject(right)
+  t.equal(refused.statusCode, 429, 'refused even with the right password')
+  t.equal(refused.headers['retry-after'], '60')
+  t.equal(refused.headers['cache-control'], 'no-store')
+  t.match(refused.json(), { code: 'TOLLGATE_RATE_LIMITED', message: 'Rate limit exceeded, retry in 60 seconds' })
+  t.same(await statuses(app, 1, attempt('bob', 'nope')), [401], "another account's failures are its own")
+  clock.advance(59_999)
+  t.equal((await app.inject(right)).statusCode, 429, 'a millisecond early')
+  clock.advance(1)
+  t.equal((await app.inject(right)).statusCode, 200, 'one token back a minute later: the right password passes, and clears the account')
+  t.same(await statuses(app, 6, wrong), [401, 401, 401, 401, 401, 429], 'five failures again')
+  clock.advance(3_600_000)
+  const burst = await Promise.all(Array.from({ length: 12 }, async () => (await app.inject(attempt('bob', 'guess'))).statusCode))
+  t.same([count(burst, 401), count(burst, 429)], [5, 7], 'twelve wrong guesses at once: five are checked, not twelve')
+  t.equal((await app.inject({ method: 'POST', url: '/login', payload: { account: '' } })).statusCode, 400, 'the body is validated')
+})
+
 t.test('redis: two replicas share one quota', async (t) => {
   if (!requireRedis(t)) return
   const redis = await startRedis(t)
@@ -201,6 +228,13 @@ const probes: Record<(typeof EXAMPLES)[number], (url: string) => Promise<{ statu
   },
   'replica-share': async (url) => ({ statuses: await codes(`${url}/`, 25), passes: 10 }),
   'problem-json': async (url) => ({ statuses: await codes(`${url}/`, 5), passes: 3 }),
+  login: async (url) => {
+    const send = (account: string, password: string) => ({ method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ account, password }) })
+    const welcome = await codes(`${url}/login`, 1, send('bob', 'hunter2'))
+    const guesses = await codes(`${url}/login`, 6, send('alice', 'guess'))
+    // Five wrong guesses are checked (401); the sixth finds the account empty.
+    return { statuses: [...welcome, ...guesses.map((status) => status === 401 ? 200 : status)], passes: 6 }
+  },
   redis: twoExports,
   'redis-cluster': twoExports
 }

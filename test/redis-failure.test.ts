@@ -155,7 +155,9 @@ if (requireRedis(t)) {
     const client = server.client(t)
     const inspector = server.client(t)
     const app = Fastify()
-    await app.register(tollgate, { store: redisStore({ client, heartbeatIntervalMs: 0 }), edge: { capacity: 5, refillPerSecond: 0.5 } })
+    // One token back every 12 minutes: no refill during the test, however slow the machine
+    // (at 0.5/s, a burst that spanned the 2 s refill sent its refusals to Redis).
+    await app.register(tollgate, { store: redisStore({ client, heartbeatIntervalMs: 0 }), edge: { capacity: 5, refillPerSecond: 5 / 3600 } })
     app.get('/', async () => 'ok')
     t.equal((await app.inject('/')).statusCode, 200) // loads the script
     const before = await commandCalls(inspector)
@@ -168,13 +170,13 @@ if (requireRedis(t)) {
     const scriptCalls = delta('evalsha') + delta('eval')
     // commandstats also counts the commands a script runs inside (TIME, GET, SET).
     const all = Object.keys(after).reduce((sum, command) => sum + delta(command), 0) - 1 // less the INFO itself
-    t.ok(refused >= 1990, `${refused} refused`)
+    t.ok(refused >= 1995, `${refused} refused`)
     t.ok(scriptCalls / refused <= 0.01, `${scriptCalls} script calls for ${refused} refusals`)
     t.ok(all / refused <= 0.02, `${all} commands in all, those inside the script included`)
     const cached = await app.inject('/')
     t.equal(cached.statusCode, 429)
     t.match(cached.headers['ratelimit'], /^"edge";r=0;t=\d+$/, 'a cached refusal keeps honest headers')
-    t.match(cached.headers['retry-after'], /^[12]$/)
+    t.match(cached.headers['retry-after'], /^7[01]\d$/, 'about 720 s')
     await app.close()
   })
 }

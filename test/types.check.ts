@@ -3,7 +3,7 @@
  * Imports the package by name, so it checks the published declarations in dist/.
  */
 import Fastify, { type FastifyRequest, type RouteShorthandOptions } from 'fastify'
-import tollgate, { memoryStore, type LimitDecision, type RouteCost, type Store, type TollgateOptions } from 'fastify-tollgate'
+import tollgate, { memoryStore, RateLimitedError, type BucketLevel, type LayerBucket, type LimitDecision, type PeekDecision, type RouteCost, type Store, type TollgateOptions } from 'fastify-tollgate'
 
 const app = Fastify()
 
@@ -74,13 +74,38 @@ async function manual (): Promise<boolean> {
   const decision = await app.tollgate.consume('jobs', { capacity: 5, refillPerSecond: 1 }, 2)
   // @ts-expect-error: the key is a string
   await app.tollgate.consume(42, { capacity: 5, refillPerSecond: 1 })
+  // Peek, refund and reset: a key of one's own with its policy, or a bucket a layer uses.
+  const peeked: PeekDecision = await app.tollgate.peek('login:alice', { capacity: 5, refillPerSecond: 1 / 60 })
+  const level: BucketLevel = await app.tollgate.refund({ layer: 'app', user: 42, tier: 'vip' }, 10)
+  await app.tollgate.reset({ layer: 'app', user: 'alice', route: 'POST /export' })
+  await app.tollgate.reset({ layer: 'edge', ip: '203.0.113.7' })
+  await app.tollgate.consume({ layer: 'app', ip: '203.0.113.7' }, 2)
+  app.get('/free', async (request) => app.tollgate.refund({ layer: 'edge', request }))
+  const bucket: LayerBucket = { layer: 'edge', key: 'api-key' }
+  void [peeked.buckets[0]?.fullInMs, level.fullInMs, bucket, new RateLimitedError(peeked)]
+  // @ts-expect-error: a key of one's own needs its policy
+  await app.tollgate.peek('login:alice')
+  // @ts-expect-error: a layer's bucket takes no policy
+  await app.tollgate.refund({ layer: 'app', user: '1' }, { capacity: 5, refillPerSecond: 1 })
+  // @ts-expect-error: one requester only
+  await app.tollgate.reset({ layer: 'app', user: '1', ip: '203.0.113.7' })
+  // @ts-expect-error: an anonymous client's tier is the anonymous tier
+  await app.tollgate.peek({ layer: 'app', ip: '203.0.113.7', tier: 'vip' })
+  // @ts-expect-error: no such layer
+  await app.tollgate.reset({ layer: 'route', user: '1' })
   return decision.allowed
 }
 void manual
 
-// A custom store implements the contract.
+// A custom store implements the contract; peek, refund and reset are optional.
 const custom: Store = {
   consume: (buckets) => ({ allowed: true, tokens: buckets.map((bucket) => bucket.policy.capacity), retryAfterMs: 0 }),
   close: () => {}
 }
-void custom
+const complete: Store = {
+  ...custom,
+  peek: async (bucket) => ({ tokens: bucket.policy.capacity, retryAfterMs: 0, fullInMs: 0 }),
+  refund: (bucket) => bucket.policy.capacity,
+  reset: async () => {}
+}
+void [custom, complete]

@@ -117,7 +117,7 @@ export class DenyCache {
    * Notes that `buckets` go to Redis: their states are forgotten (the call may
    * change them) and no refusal is kept for their keys until `settle(call)`.
    */
-  sending (buckets: readonly BucketRequest[]): void {
+  sending (buckets: ReadonlyArray<Pick<BucketRequest, 'key'>>): void {
     this.forget(buckets)
     for (const bucket of buckets) this.inFlight.set(bucket.key, (this.inFlight.get(bucket.key) ?? 0) + 1)
   }
@@ -127,7 +127,7 @@ export class DenyCache {
    * `sending`). Called before the store reads `call`'s reply, so that reply's own
    * requests are no longer counted when its refusals are kept.
    */
-  settle (batch: ReadonlyArray<{ readonly buckets: readonly BucketRequest[] }>, call: Promise<unknown>): void {
+  settle (batch: ReadonlyArray<{ readonly buckets: ReadonlyArray<Pick<BucketRequest, 'key'>> }>, call: Promise<unknown>): void {
     const landed = (): void => {
       for (const { buckets } of batch) {
         for (const bucket of buckets) {
@@ -165,8 +165,8 @@ export class DenyCache {
     })
   }
 
-  /** Drops the states of `buckets`: Redis admitted them, or a request on them goes to Redis. */
-  forget (buckets: readonly BucketRequest[]): void {
+  /** Drops the states of `buckets`: Redis admitted them, or a request on them (or a refund or reset of them) goes to Redis. */
+  forget (buckets: ReadonlyArray<Pick<BucketRequest, 'key'>>): void {
     if (this.entries.size === 0) return
     for (const bucket of buckets) this.entries.delete(bucket.key)
   }

@@ -6,7 +6,7 @@
  * O(1), and no object per bucket.
  */
 import { performance } from 'node:perf_hooks'
-import { consume, consumeOne, msUntilFull, type BucketDecision, type BucketPolicy, type BucketState } from '../bucket.js'
+import { consume, consumeOne, msUntilFull, read, refund, type BucketDecision, type BucketPolicy, type BucketReading, type BucketState } from '../bucket.js'
 import { checkFunction, checkInteger, checkKnownKeys, checkObject, checkTimer, failOption } from '../validate.js'
 import type { BucketRequest, Store } from '../store.js'
 
@@ -132,6 +132,32 @@ export class MemoryStore implements Store {
     }
     if (slot !== NONE) this.touch(slot)
     return decision
+  }
+
+  /** Reads a bucket without taking, and without marking it used. */
+  peek (bucket: BucketRequest): BucketReading {
+    return read(this.stateOf(this.slots.get(bucket.key) ?? NONE, 0), bucket.policy, bucket.cost, this.clock(), bucket.overdraft === true)
+  }
+
+  /** Gives `bucket.cost` tokens back (never above capacity; an absent bucket stays absent); returns the tokens held then. */
+  refund (bucket: BucketRequest): number {
+    const slot = this.slots.get(bucket.key)
+    if (slot === undefined) return bucket.policy.capacity
+    const nowMs = this.clock()
+    const state = refund(this.stateOf(slot, 0), bucket.policy, bucket.cost, nowMs)
+    if (state === undefined) {
+      this.remove(bucket.key, slot)
+      return bucket.policy.capacity
+    }
+    this.write(slot, state.tokens, bucket.policy, nowMs)
+    this.touch(slot)
+    return state.tokens
+  }
+
+  /** Deletes a bucket: it is full again. */
+  reset (key: string): void {
+    const slot = this.slots.get(key)
+    if (slot !== undefined) this.remove(key, slot)
   }
 
   /** The state in `slot`, copied into scratch object `i` (`undefined` for an absent bucket). */

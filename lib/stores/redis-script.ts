@@ -1,4 +1,38 @@
 /**
+ * The first lines of every script of the family: the time `now` (ms) from ARGV[1]
+ * ('' = Redis `TIME`), and from ARGV[2] and ARGV[3] the TTL (ms) of a bucket that
+ * never refills and the flag '1' that gives every key that TTL (a test clock).
+ */
+const CLOCK = `local now
+if ARGV[1] == '' then
+  local time = redis.call('TIME')
+  now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
+else
+  now = tonumber(ARGV[1])
+end
+local neverFullTtl = tonumber(ARGV[2])
+local fixedTtl = ARGV[3] == '1'`
+
+/**
+ * The helpers the scripts share: `fmt` (a number as a string that parses back
+ * exactly), `maxTtl`, and `levelAt`, which is `tokensAt` of bucket.ts.
+ */
+const HELPERS = `local function fmt (x) return string.format('%.17g', x) end
+-- The longest TTL, in ms. A longer time until full (a refill of a token per
+-- millennium) is forever in practice, and from about 1e17 ms SET ... PX fails,
+-- which would fail the whole call after some of its writes were made.
+local maxTtl = 2 ^ 53 - 1
+-- tokensAt: the tokens of a bucket (stored = {tokens, last ms} or false) at time t.
+local function levelAt (stored, capacity, rate, t)
+  if not stored then return capacity end
+  local elapsed = t - stored[2]
+  if not (elapsed > 0) or rate == 0 then return stored[1] end
+  local level = stored[1] + elapsed * (rate / 1000)
+  if level < capacity then return level end
+  return capacity
+end`
+
+/**
  * The Redis store's Lua script: the engine's rules (bucket.ts) over many decisions
  * in one call, atomically. The same arithmetic, in the same order, as `tokensAt`,
  * `retryWait` and `consume`; the conformance cases and a differential test run both.
@@ -26,15 +60,7 @@
  * end, with its last state: the same result as a GET and a SET per decision.
  */
 const body = `
-local now
-if ARGV[1] == '' then
-  local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
-else
-  now = tonumber(ARGV[1])
-end
-local neverFullTtl = tonumber(ARGV[2])
-local fixedTtl = ARGV[3] == '1'
+${CLOCK}
 local decisions = tonumber(ARGV[4])
 local keysInArgv = tonumber(ARGV[5])
 local keys = KEYS
@@ -52,20 +78,7 @@ local out = {}
 -- A key's state as this call left it ({tokens, last ms}, or false: absent, full),
 -- so a key decided many times in one call is read once and written once, at the end.
 local seen, writes, order = {}, {}, {}
-local function fmt (x) return string.format('%.17g', x) end
--- The longest TTL, in ms. A longer time until full (a refill of a token per
--- millennium) is forever in practice, and from about 1e17 ms SET ... PX fails,
--- which would fail the whole call after some of its writes were made.
-local maxTtl = 2 ^ 53 - 1
--- tokensAt: the tokens of a bucket (stored = {tokens, last ms} or false) at time t.
-local function levelAt (stored, capacity, rate, t)
-  if not stored then return capacity end
-  local elapsed = t - stored[2]
-  if not (elapsed > 0) or rate == 0 then return stored[1] end
-  local level = stored[1] + elapsed * (rate / 1000)
-  if level < capacity then return level end
-  return capacity
-end
+${HELPERS}
 local nowText = fmt(now)
 for _ = 1, decisions do
   local count = tonumber(ARGV[arg])
@@ -169,6 +182,68 @@ export const CONSUME_SCRIPT = body
  * flag lets the script touch keys of several slots of that node.
  */
 export const CONSUME_SCRIPT_CLUSTER = '#!lua flags=allow-cross-slot-keys\n' + body
+
+/**
+ * One bucket, read, given back or deleted (`fastify.tollgate.peek`, `refund`,
+ * `reset`): the engine's `read` and `refund` (bucket.ts), in the same arithmetic
+ * as the consume script, on its stored form and TTLs. One key, so a Cluster
+ * routes the call by it (no cross-slot flag).
+ *
+ * KEYS[1]: the bucket key.
+ * ARGV: now, the never-full TTL and the fixed-TTL flag (as the consume script),
+ *       then the operation ('peek', 'refund' or 'reset'), the capacity, the refill
+ *       per second, and an amount: for 'peek' the tokens the bucket must hold (the
+ *       cost, or the capacity for an overdraft), for 'refund' the tokens given back.
+ * Returns, as strings: 'peek': the tokens now, the ms until they reach the amount,
+ * the ms until full ('inf': never); 'refund': the tokens after it (the capacity
+ * when the bucket is full, and its key deleted, or was absent and stays so);
+ * 'reset': '1' when a key was deleted, else '0'.
+ */
+export const BUCKET_SCRIPT = `
+${CLOCK}
+local op = ARGV[4]
+local k = KEYS[1]
+if op == 'reset' then return tostring(redis.call('DEL', k)) end
+local capacity, rate, amount = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+${HELPERS}
+local stored = false
+local text = redis.call('GET', k)
+if text then
+  local space = string.find(text, ' ', 1, true)
+  stored = { tonumber(string.sub(text, 1, space - 1)), tonumber(string.sub(text, space + 1)) }
+end
+local available = levelAt(stored, capacity, rate, now)
+-- retryWait: the ms until the bucket holds wanted, nudged later past rounding until it does.
+local function waitFor (wanted)
+  if available >= wanted then return 0 end
+  if wanted > capacity or rate == 0 then return math.huge end
+  local wait = (wanted - available) * 1000 / rate
+  if stored and stored[2] > now then wait = wait + (stored[2] - now) end
+  local step = 2 ^ -52 * math.abs(now + wait)
+  if step == 0 then step = 2 ^ -1074 end
+  local n = 0
+  while n < 64 and levelAt(stored, capacity, rate, now + wait) < wanted do
+    wait = wait + step
+    step = step * 2
+    n = n + 1
+  end
+  return wait
+end
+if op == 'peek' then return { fmt(available), fmt(waitFor(amount)), fmt(waitFor(capacity)) } end
+-- refund: an absent bucket is full and stays absent; a full one is deleted.
+if not stored then return fmt(capacity) end
+local left = available + amount
+if not (left < capacity) then
+  redis.call('DEL', k)
+  return fmt(capacity)
+end
+local ttl
+if rate == 0 then ttl = neverFullTtl else ttl = math.ceil((capacity - left) * 1000 / rate) end
+if fixedTtl then ttl = neverFullTtl end
+if not (ttl < maxTtl) then ttl = maxTtl end
+redis.call('SET', k, fmt(left) .. ' ' .. fmt(now), 'PX', string.format('%.0f', ttl))
+return fmt(left)
+`
 
 /**
  * Heartbeat: KEYS[1] is a sorted set of replica ids scored by their last beat

@@ -8,12 +8,16 @@
  * - Every call is bounded by `timeoutMs` of silence from Redis; on an error or a
  *   timeout, `failMode` decides, and a circuit breaker stops calling a dead Redis
  *   and probes it.
+ * - `peek`, `refund` and `reset` (one bucket each, for `fastify.tollgate`) call a
+ *   second script of the family at once. A peek follows `failMode`; a refund or a
+ *   reset that Redis does not take rejects with `StoreUnavailableError`, whatever
+ *   `failMode`. Both first clear the key's local state (deny cache, fallback).
  */
 import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
-import type { BucketPolicy } from '../bucket.js'
+import { tokensNeeded, type BucketPolicy } from '../bucket.js'
 import { StoreUnavailableError } from '../errors.js'
-import type { BucketRequest, Store, StoreDecision, StoreLogger } from '../store.js'
+import type { BucketRequest, Store, StoreDecision, StoreLogger, StoreReading } from '../store.js'
 import {
   checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, checkTimer, expected, failOption
 } from '../validate.js'
@@ -23,7 +27,8 @@ import { clusterSlot } from './cluster-slot.js'
 import { MemoryStore } from './memory.js'
 import { DenyCache } from './deny-cache.js'
 import { callScript, MAX_BATCH, MicroBatcher, SINGLE_NODE, type Pending, type ScriptCall, type ScriptDecision, type ScriptCallOptions } from './redis-batch.js'
-import { CONSUME_SCRIPT, CONSUME_SCRIPT_CLUSTER, HEARTBEAT_SCRIPT, parseNumber } from './redis-script.js'
+import { callBucketScript, parseReading, type BucketOperation, type BucketScriptOptions } from './redis-bucket.js'
+import { BUCKET_SCRIPT, CONSUME_SCRIPT, CONSUME_SCRIPT_CLUSTER, HEARTBEAT_SCRIPT, parseNumber } from './redis-script.js'
 
 /** What to do when Redis cannot answer in time. */
 export type FailMode = 'open' | 'closed' | 'local'
@@ -94,6 +99,7 @@ export interface RedisStoreOptions {
 const CONSUME_COMMAND = 'tollgateConsume'
 const CONSUME_CLUSTER_COMMAND = 'tollgateConsumeCluster'
 const HEARTBEAT_COMMAND = 'tollgateHeartbeat'
+const BUCKET_COMMAND = 'tollgateBucket'
 /** The heartbeat's sorted set; hash-tagged like every other key. */
 const REPLICAS_KEY = '{replicas}'
 const OPTION_KEYS = [
@@ -123,6 +129,7 @@ export class RedisStore implements Store {
   private readonly lastLogged = new Map<string, { atMs: number, suppressed: number }>()
 
   private readonly script: ScriptCallOptions
+  private readonly bucketScript: BucketScriptOptions
   private readonly batcher: MicroBatcher
   private readonly breaker: CircuitBreaker
 
@@ -170,6 +177,7 @@ export class RedisStore implements Store {
     this.client.defineCommand(CONSUME_COMMAND, { lua: CONSUME_SCRIPT })
     this.client.defineCommand(CONSUME_CLUSTER_COMMAND, { lua: CONSUME_SCRIPT_CLUSTER })
     this.client.defineCommand(HEARTBEAT_COMMAND, { lua: HEARTBEAT_SCRIPT, numberOfKeys: 1 })
+    this.client.defineCommand(BUCKET_COMMAND, { lua: BUCKET_SCRIPT, numberOfKeys: 1 })
     const commands = this.client as unknown as Record<string, ScriptCall>
     this.heartbeatCommand = commands[HEARTBEAT_COMMAND] as ScriptCall
     this.script = {
@@ -180,6 +188,7 @@ export class RedisStore implements Store {
       neverFullTtlMs: this.neverFullTtlMs,
       clock: testClock
     }
+    this.bucketScript = { client: this.client, command: commands[BUCKET_COMMAND] as ScriptCall, neverFullTtlMs: this.neverFullTtlMs, clock: testClock }
     this.batcher = new MicroBatcher({
       maxBatch,
       nodeOf: cluster ? (buckets) => this.nodeOf((buckets[0] as BucketRequest).key) : undefined,
@@ -263,10 +272,7 @@ export class RedisStore implements Store {
     this.denials?.settle(batch, call) // before the wait below: its reply is read once the batch has landed
     this.bounded.wait(call, node)
       .then((decisions) => {
-        if (this.breaker.succeeded()) {
-          this.lastLogged.clear()
-          this.logger.info({ store: 'redis' }, 'fastify-tollgate: Redis answers again; shared quotas restored')
-        }
+        this.answered()
         const receivedMs = this.now()
         batch.forEach((pending, i) => {
           const { decision, refusal } = decisions[i] as ScriptDecision
@@ -290,29 +296,126 @@ export class RedisStore implements Store {
       })
   }
 
-  /** The decision when Redis cannot be used, by `failMode`. Throws for `'closed'`. */
-  private degrade (buckets: readonly BucketRequest[]): StoreDecision {
+  /** A call answered: closes the breaker if it was open (logged once). */
+  private answered (): void {
+    if (this.breaker.succeeded()) {
+      this.lastLogged.clear()
+      this.logger.info({ store: 'redis' }, 'fastify-tollgate: Redis answers again; shared quotas restored')
+    }
+  }
+
+  /** Logs that Redis cannot be used, by `failMode` (at most once per `logIntervalMs`). Throws for `'closed'`. */
+  private unavailable (): void {
     if (this.failMode === 'closed') {
       this.log('warn', 'degraded', { failMode: 'closed' }, 'fastify-tollgate: Redis unavailable; refusing requests (failMode closed)')
       throw new StoreUnavailableError()
     }
     if (this.failMode === 'open') {
       this.log('warn', 'degraded', { failMode: 'open' }, 'fastify-tollgate: Redis unavailable; allowing requests uncounted (failMode open)')
-      return { allowed: true, tokens: buckets.map((bucket) => bucket.policy.capacity), retryAfterMs: 0, degraded: 'open' }
+      return
     }
-    // x × (1 + headroom) / N, in that order: 30 × 1.2 / 3 is 12, where 30 × (1.2 / 3) falls short of it.
-    const share = (x: number): number => Math.min(x, x * (1 + this.fallbackHeadroom) / this.liveReplicas)
-    const policies: BucketPolicy[] = []
-    const local = buckets.map((bucket) => {
-      const policy = { capacity: Math.max(1, share(bucket.policy.capacity)), refillPerSecond: share(bucket.policy.refillPerSecond) }
-      policies.push(policy)
-      // A cost above the local share but within the quota overdraws the share (bucket.ts, tokensNeeded):
-      // heavy routes stay possible, and the long-run rate stays the share's.
-      return { key: bucket.key, policy, cost: bucket.cost, overdraft: bucket.cost <= bucket.policy.capacity }
-    })
     this.log('warn', 'degraded', { failMode: 'local', headroom: this.fallbackHeadroom, liveReplicas: this.liveReplicas },
       'fastify-tollgate: Redis unavailable; enforcing this replica\'s share locally (failMode local)')
-    return { ...this.fallback.consume(local), degraded: 'local', policies }
+  }
+
+  /** The decision when Redis cannot be used, by `failMode`. Throws for `'closed'`. */
+  private degrade (buckets: readonly BucketRequest[]): StoreDecision {
+    this.unavailable()
+    if (this.failMode === 'open') {
+      return { allowed: true, tokens: buckets.map((bucket) => bucket.policy.capacity), retryAfterMs: 0, degraded: 'open' }
+    }
+    const local = buckets.map((bucket) => this.localBucket(bucket))
+    return { ...this.fallback.consume(local), degraded: 'local', policies: local.map((bucket) => bucket.policy) }
+  }
+
+  /** `bucket` in the local fallback: this replica's share of its policy. */
+  private localBucket (bucket: BucketRequest): BucketRequest {
+    // x × (1 + headroom) / N, in that order: 30 × 1.2 / 3 is 12, where 30 × (1.2 / 3) falls short of it.
+    const share = (x: number): number => Math.min(x, x * (1 + this.fallbackHeadroom) / this.liveReplicas)
+    const policy: BucketPolicy = { capacity: Math.max(1, share(bucket.policy.capacity)), refillPerSecond: share(bucket.policy.refillPerSecond) }
+    // A cost above the local share but within the quota overdraws the share (bucket.ts, tokensNeeded):
+    // heavy routes stay possible, and the long-run rate stays the share's.
+    return { key: bucket.key, policy, cost: bucket.cost, overdraft: bucket.cost <= bucket.policy.capacity }
+  }
+
+  /**
+   * Reads a bucket in Redis without taking. When Redis cannot answer, by
+   * `failMode`: the local fallback bucket (`'local'`), a full bucket (`'open'`),
+   * or a rejection with `StoreUnavailableError` (`'closed'`).
+   */
+  peek (bucket: BucketRequest): StoreReading | Promise<StoreReading> {
+    if (!this.breaker.allows(this.now())) return this.degradePeek(bucket)
+    return this.call('peek', bucket.key, bucket.policy, tokensNeeded(bucket.cost, bucket.policy, bucket.overdraft === true))
+      .then(parseReading, (error: unknown) => {
+        this.log('error', 'redis-failed', { err: error, failMode: this.failMode, breaker: this.breaker.state },
+          'fastify-tollgate: Redis call failed; deciding by failMode')
+        return this.degradePeek(bucket)
+      })
+  }
+
+  /**
+   * Gives `bucket.cost` tokens back in Redis; resolves with the tokens the bucket
+   * holds then. Rejects with `StoreUnavailableError` when Redis does not take it.
+   * The key's local state goes first: its deny-cache refusal, and the local
+   * fallback's bucket gets the same refund.
+   */
+  async refund (bucket: BucketRequest): Promise<number> {
+    const local = this.localBucket(bucket)
+    this.fallback.refund(local)
+    return parseNumber(await this.write('refund', bucket.key, bucket.policy, bucket.cost))
+  }
+
+  /**
+   * Deletes a bucket in Redis (it is full again). Rejects with
+   * `StoreUnavailableError` when Redis does not take it. The key's deny-cache
+   * refusal and its local fallback bucket go first.
+   */
+  async reset (key: string): Promise<void> {
+    this.fallback.reset(key)
+    await this.write('reset', key, undefined, 0)
+  }
+
+  /** The reading when Redis cannot be used, by `failMode`. Throws for `'closed'`. */
+  private degradePeek (bucket: BucketRequest): StoreReading {
+    this.unavailable()
+    if (this.failMode === 'open') return { tokens: bucket.policy.capacity, retryAfterMs: 0, fullInMs: 0, degraded: 'open' }
+    const local = this.localBucket(bucket)
+    return { ...this.fallback.peek(local), degraded: 'local', policy: local.policy }
+  }
+
+  /**
+   * A refund or a reset. The key's deny-cache state is dropped when it goes, none
+   * is kept while it is on its way, and it is dropped again once it is answered:
+   * a refusal read by Redis before this call, whose reply is read in the same turn,
+   * may have been kept meanwhile.
+   */
+  private async write (operation: BucketOperation, key: string, policy: BucketPolicy | undefined, amount: number): Promise<unknown> {
+    const keys = [{ key }]
+    this.denials?.forget(keys)
+    if (!this.breaker.allows(this.now())) {
+      this.log('warn', 'write-refused', { operation }, 'fastify-tollgate: Redis unavailable; refund or reset not applied to the shared quota')
+      throw new StoreUnavailableError()
+    }
+    this.denials?.sending(keys)
+    try {
+      return await this.call(operation, key, policy, amount, keys)
+    } catch (error) {
+      this.log('error', 'write-failed', { err: error, operation, breaker: this.breaker.state },
+        'fastify-tollgate: Redis call failed; refund or reset not applied to the shared quota')
+      throw new StoreUnavailableError()
+    } finally {
+      this.denials?.forget(keys)
+    }
+  }
+
+  /** One call of the bucket script, bounded by `timeoutMs`, counted by the breaker; `inFlight`: settles the deny cache's count. */
+  private call (operation: BucketOperation, key: string, policy: BucketPolicy | undefined, amount: number, inFlight?: ReadonlyArray<{ key: string }>): Promise<unknown> {
+    const stored = this.key(key)
+    const call = callBucketScript(this.bucketScript, operation, stored, policy, amount)
+    if (inFlight !== undefined) this.denials?.settle([{ buckets: inFlight }], call)
+    return this.bounded.wait(call, this.script.cluster ? this.nodeOf(stored) : SINGLE_NODE).then(
+      (reply) => { this.answered(); return reply },
+      (error: unknown) => { this.breaker.failed(this.now()); throw error })
   }
 
   /** Announces this replica (`leaving` '0') or its leaving ('1'); resolves with the live replicas. */

@@ -1,0 +1,239 @@
+/**
+ * `fastify.tollgate` by hand: which bucket a call names, and its `peek`, `refund`
+ * and `reset` (`consume` is in plugin.ts). A call names either a bucket of its own,
+ * by a key and a policy (`'login:alice', { capacity: 5, refillPerSecond: 1 / 60 }`),
+ * or a bucket a layer uses, by who it belongs to (`{ layer: 'app', user: '42' }`),
+ * whose key and policy are then the layer's own. Nothing here runs on a request
+ * that does not call it.
+ */
+import type { FastifyRequest } from 'fastify'
+import { read, type BucketPolicy } from './bucket.js'
+import { edgeKey } from './edge.js'
+import { StoreUnsupportedError } from './errors.js'
+import { namedPolicy, type NamedPolicy } from './headers.js'
+import { bucketKey, clientAddress } from './keys.js'
+import { routeBucket, share, type BucketReport, type LimitDecision, type Settings } from './options.js'
+import type { Store } from './store.js'
+import { checkKnownKeys, checkNumber, checkObject, checkPolicy, describe, expected, failOption } from './validate.js'
+
+/**
+ * A bucket a layer uses, named by who it belongs to; the call then uses the
+ * layer's key and policy (this process's share of it), as the layer does:
+ * - `{ layer: 'edge', ip }`: the edge bucket of a client address (IPv4-mapped
+ *   addresses unmapped, IPv6 grouped by `edge.ipv6Subnet`, as the edge does);
+ * - `{ layer: 'edge', key }`: the edge bucket of an `edge.key` value (an API key);
+ * - `{ layer: 'edge', request }`: the edge bucket of this request, as the edge keys
+ *   it (on a route the edge skips, `rateLimit: false`, it took nothing there);
+ * - `{ layer: 'app', user, tier? }`: a user's bucket, under `tier` as the app layer
+ *   maps it (a name of `app.tiers`, else `default`);
+ * - `{ layer: 'app', ip }`: an anonymous client's bucket, under the anonymous tier;
+ * - either app form with `route: 'POST /export'`: the user's (or client's) own
+ *   bucket of that route's `rateLimit.quota` instead (the route as declared, after
+ *   the plugin: its method and URL; a GET route also answers HEAD).
+ */
+export type LayerBucket =
+  | { layer: 'edge', ip: string, key?: never, request?: never }
+  | { layer: 'edge', key: string | number, ip?: never, request?: never }
+  | { layer: 'edge', request: FastifyRequest, ip?: never, key?: never }
+  | { layer: 'app', user: string | number, tier?: string | undefined, route?: string | undefined, ip?: never }
+  | { layer: 'app', ip: string, route?: string | undefined, user?: never, tier?: never }
+
+/** A bucket now: as in `LimitDecision.buckets`, and the time until it is full. */
+export interface BucketLevel extends BucketReport {
+  /** Milliseconds until the bucket is full (0: full now; `Infinity`: it never refills). */
+  fullInMs: number
+}
+
+/**
+ * What `fastify.tollgate.peek` returns: the decision `consume` would make now for
+ * the same cost, without taking anything. `allowed`: the cost fits now;
+ * `retryAfterMs`: until it does; `buckets[0].tokens`: the tokens held now. A
+ * refusal can be thrown as it is: `new RateLimitedError(decision)`.
+ */
+export interface PeekDecision extends LimitDecision {
+  buckets: BucketLevel[]
+}
+
+/** A named bucket, resolved to what the store needs. */
+export interface Resolved {
+  layer: LimitDecision['layer']
+  tier: string | undefined
+  /** The store key. */
+  key: string
+  /** Its name and policy (this process's share), as in the headers. */
+  named: NamedPolicy
+  /**
+   * The capacity of the whole quota, for the overdraft of a cost above this
+   * process's share; `undefined` for a bucket that never overdraws (the edge, a
+   * route's own bucket, which the layers charge one token at a time).
+   */
+  wholeCapacity: number | undefined
+}
+
+/** Route bucket name (`route:POST /export`) → the route's own policies by tier. */
+export type RouteQuotas = Map<string, Record<string, NamedPolicy>>
+
+/** Everything the decorator needs to name buckets. */
+export interface Manual {
+  settings: Settings
+  quotaShare: number
+  routes: RouteQuotas
+}
+
+/**
+ * The bucket a call names: `target` a key of its own (with `policy`), or a layer's
+ * bucket (`policy` then unused). Throws `TOLLGATE_INVALID_OPTION` naming the argument.
+ */
+export function resolve (m: Manual, target: unknown, policy: unknown): Resolved {
+  if (typeof target === 'string' && target !== '') {
+    const whole = checkPolicy(failOption, 'policy', policy)
+    const scaled = share(failOption, 'policy', whole, m.quotaShare)
+    return { layer: 'manual', tier: undefined, key: manualKey(target), named: namedPolicy('manual', scaled), wholeCapacity: whole.capacity }
+  }
+  return layerBucket(m, target)
+}
+
+/** The store key of a bucket of one's own: apart from every key a layer uses. */
+const manualKey = (key: string): string => bucketKey('manual', key, 'manual')
+
+/** The store key a call names, without a policy (`reset`). */
+function resolveKey (m: Manual, target: unknown): string {
+  return typeof target === 'string' && target !== '' ? manualKey(target) : layerBucket(m, target).key
+}
+
+function layerBucket (m: Manual, target: unknown): Resolved {
+  if (typeof target !== 'object' || target === null) {
+    expected(failOption, 'key', "a non-empty string or a layer's bucket ({ layer: 'edge', ip } or { layer: 'app', user })", target)
+  }
+  const bucket = checkObject(failOption, 'bucket', target)
+  if (bucket.layer === 'edge') return edgeBucket(m, bucket)
+  if (bucket.layer === 'app') return appBucket(m, bucket)
+  return expected(failOption, 'bucket.layer', "'edge' or 'app'", bucket.layer)
+}
+
+function edgeBucket (m: Manual, bucket: Record<string, unknown>): Resolved {
+  const edge = m.settings.edge
+  if (edge === undefined) failOption('`bucket.layer` is `"edge"`, but the edge layer is disabled (set the `edge` option)')
+  const named = edge.bucket
+  if (named === undefined) failOption('`bucket.layer` is `"edge"`, but under `edge.global: false` clients have no edge bucket of their own (only routes do)')
+  checkKnownKeys(failOption, 'bucket', bucket, ['layer', 'ip', 'key', 'request'])
+  const { ip, key, request } = bucket
+  const given = [ip, key, request].filter((value) => value !== undefined).length
+  if (given !== 1) failOption(`Expected \`bucket\` to name the edge's client by one of \`ip\`, \`key\` or \`request\`, got ${describe(bucket)}`)
+  let storeKey: string
+  if (ip !== undefined) {
+    storeKey = edge.keyOfAddress(checkText('bucket.ip', ip))
+  } else if (key !== undefined) {
+    storeKey = edge.keyOfValue(checkId('bucket.key', key))
+  } else {
+    if (typeof request !== 'object' || request === null) expected(failOption, 'bucket.request', 'a Fastify request', request)
+    storeKey = edgeKey(request as FastifyRequest, edge, (client) => edge.keyOfAddress(client.ip ?? ''))
+  }
+  return { layer: 'edge', tier: undefined, key: storeKey, named, wholeCapacity: undefined }
+}
+
+function appBucket (m: Manual, bucket: Record<string, unknown>): Resolved {
+  const app = m.settings.app
+  if (app === undefined) failOption('`bucket.layer` is `"app"`, but the app layer is disabled (set the `app` option)')
+  const { user, ip, tier, route } = bucket
+  if ((user === undefined) === (ip === undefined)) {
+    failOption(`Expected \`bucket\` to name the app layer's requester by one of \`user\` or \`ip\`, got ${describe(bucket)}`)
+  }
+  let kind: 'user' | 'ip'
+  let id: string
+  let tierName: string
+  if (user !== undefined) {
+    checkKnownKeys(failOption, 'bucket', bucket, ['layer', 'user', 'tier', 'route'])
+    kind = 'user'
+    id = checkId('bucket.user', user)
+    if (tier !== undefined && typeof tier !== 'string') expected(failOption, 'bucket.tier', 'a string', tier)
+    // As the app layer maps a tier claim: an own name of app.tiers, else default.
+    tierName = typeof tier === 'string' && Object.hasOwn(app.tiers, tier) ? tier : 'default'
+  } else {
+    checkKnownKeys(failOption, 'bucket', bucket, ['layer', 'ip', 'route'])
+    kind = 'ip'
+    id = clientAddress(checkText('bucket.ip', ip), m.settings.edge?.ipv6Subnet ?? 64)
+    tierName = app.anonymousTier
+  }
+  if (route === undefined) {
+    const wholeCapacity = (app.wholeTiers[tierName] as BucketPolicy).capacity
+    return { layer: 'app', tier: tierName, key: bucketKey(kind, id, 'app'), named: app.tiers[tierName] as NamedPolicy, wholeCapacity }
+  }
+  const name = routeName(checkText('bucket.route', route))
+  const quota = m.routes.get(name)
+  if (quota === undefined) {
+    const known = [...m.routes.keys()].map((bucketName) => bucketName.slice('route:'.length))
+    expected(failOption, 'bucket.route', `a route with a \`rateLimit.quota\`, declared after the plugin (${known.length === 0 ? 'there is none' : known.map((r) => `\`${r}\``).join(', ')})`, route)
+  }
+  const own = (quota[tierName] ?? quota.default) as NamedPolicy
+  return { layer: 'app', tier: tierName, key: bucketKey(kind, id, name), named: own, wholeCapacity: undefined }
+}
+
+/** `POST /export` → `route:POST /export`, named as `routeBucket` names a route (HEAD as GET, no trailing slash). */
+function routeName (route: string): string {
+  const match = /^(\S+) (\S+)(.*)$/.exec(route)
+  if (match === null) return `route:${route}`
+  const [, methods, url, constraints] = match as unknown as [string, string, string, string]
+  return routeBucket({ method: methods.split(','), url }) + constraints
+}
+
+function checkText (path: string, value: unknown): string {
+  if (typeof value !== 'string' || value === '') expected(failOption, path, 'a non-empty string', value)
+  return value
+}
+
+/** A user id or `edge.key` value: a non-empty string or a finite number, as the layers take them. */
+function checkId (path: string, value: unknown): string {
+  if (typeof value === 'number' && Number.isFinite(value)) return String(value)
+  if (typeof value !== 'string' || value === '') expected(failOption, path, 'a non-empty string or a finite number', value)
+  return value
+}
+
+/** The store's optional method `name`, bound; `TOLLGATE_STORE_UNSUPPORTED` when the store has none. */
+function storeMethod<K extends 'peek' | 'refund' | 'reset'> (store: Store, name: K): NonNullable<Store[K]> {
+  const method = store[name]
+  if (typeof method !== 'function') throw new StoreUnsupportedError(name)
+  return method.bind(store) as NonNullable<Store[K]>
+}
+
+/** The overdraft a cost gets on `bucket`: under a quota share, a cost above the share but within the whole quota. */
+export function overdraftOf (m: Manual, bucket: Resolved, cost: number): boolean {
+  return m.quotaShare < 1 && bucket.wholeCapacity !== undefined && cost <= bucket.wholeCapacity
+}
+
+/** `fastify.tollgate.peek`: what `consume` would decide now, without taking. */
+export async function peek (m: Manual, target: unknown, policy: unknown, cost: unknown): Promise<PeekDecision> {
+  const bucket = resolve(m, target, policy)
+  const amount = checkNumber(failOption, 'cost', cost, 0)
+  const reading = await storeMethod(m.settings.store, 'peek')({ key: bucket.key, policy: bucket.named.policy, cost: amount, overdraft: overdraftOf(m, bucket, amount) })
+  const applied = reading.policy ?? bucket.named.policy
+  const decision: PeekDecision = {
+    layer: bucket.layer,
+    allowed: reading.retryAfterMs === 0,
+    cost: amount,
+    retryAfterMs: reading.retryAfterMs,
+    buckets: [level(bucket, applied, reading.tokens, reading.fullInMs)]
+  }
+  if (bucket.tier !== undefined) decision.tier = bucket.tier
+  return decision
+}
+
+/** `fastify.tollgate.refund`: gives tokens back; the bucket as it is then. */
+export async function refund (m: Manual, target: unknown, policy: unknown, tokens: unknown): Promise<BucketLevel> {
+  const bucket = resolve(m, target, policy)
+  const amount = checkNumber(failOption, 'tokens', tokens, 0)
+  const applied = bucket.named.policy
+  const left = await storeMethod(m.settings.store, 'refund')({ key: bucket.key, policy: applied, cost: amount })
+  // A refund records its time: the wait until full is the tokens' alone.
+  return level(bucket, applied, left, read({ tokens: left, lastMs: 0 }, applied, 0, 0).fullInMs)
+}
+
+/** `fastify.tollgate.reset`: deletes the bucket (full again). */
+export async function reset (m: Manual, target: unknown): Promise<void> {
+  const key = resolveKey(m, target)
+  await storeMethod(m.settings.store, 'reset')(key)
+}
+
+function level (bucket: Resolved, policy: BucketPolicy, tokens: number, fullInMs: number): BucketLevel {
+  return { name: bucket.named.name, key: bucket.key, capacity: policy.capacity, refillPerSecond: policy.refillPerSecond, tokens, fullInMs }
+}
