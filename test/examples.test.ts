@@ -19,11 +19,14 @@ import { example as frlNotFound } from '../examples/frl-not-found.js'
 import { example as frlErrorResponse } from '../examples/frl-error-response.js'
 import { example as frlKeyGenerator } from '../examples/frl-key-generator.js'
 import { example as frlVariableMax } from '../examples/frl-variable-max.js'
+import { example as frlAllowList, INTERNAL_CLIENT_SECRET } from '../examples/frl-allow-list.js'
 import { example as frlHook } from '../examples/frl-hook.js'
 import { example as frlCustomStore } from '../examples/frl-custom-store.js'
 import { example as frlCallbacks } from '../examples/frl-callbacks.js'
 import { example as frlBan } from '../examples/frl-ban.js'
+import { example as frlRouteConfig } from '../examples/frl-route-config.js'
 import { example as frlGroup } from '../examples/frl-group.js'
+import { example as frlRouteOverride } from '../examples/frl-route-override.js'
 import { example as frlManual } from '../examples/frl-manual.js'
 import { buildRedisServer } from '../examples/redis.js'
 import { buildClusterServer } from '../examples/redis-cluster.js'
@@ -208,6 +211,21 @@ t.test('frl-variable-max: a max per caller, as tiers; unknown keys count per IP'
   t.same(await statuses(app, 4, withKey('key-pro-0001')), [200, 200, 200, 429], 'pro: 3 a second')
 })
 
+t.test('frl-allow-list: addresses, ranges and a secret header are never limited, and get no headers', async (t) => {
+  const { app } = await start(t, frlAllowList)
+  t.same(await statuses(app, 4), [200, 200, 200, 429], 'others: 3 at once')
+  for (const remoteAddress of ['192.168.0.10', '10.20.30.40', '::ffff:10.0.0.1']) {
+    t.same(await statuses(app, 6, { url: '/', remoteAddress }), [200, 200, 200, 200, 200, 200], `${remoteAddress}: allowed`)
+  }
+  const internal: InjectOptions = { url: '/', remoteAddress: '203.0.113.9', headers: { 'x-app-client-id': INTERNAL_CLIENT_SECRET } }
+  t.same(await statuses(app, 6, internal), [200, 200, 200, 200, 200, 200], 'the internal secret: allowed')
+  const allowed = await app.inject(internal)
+  t.equal(allowed.headers['ratelimit'], undefined, 'no bucket, no header')
+  t.equal(allowed.headers['ratelimit-policy'], undefined)
+  const guessed: InjectOptions = { url: '/', remoteAddress: '203.0.113.9', headers: { 'x-app-client-id': 'internal-usage' } }
+  t.same(await statuses(app, 4, guessed), [200, 200, 200, 429], 'FRL\'s header value is no secret')
+})
+
 t.test('frl-hook: the app layer keyed by a user id an earlier preHandler set, else by IP', async (t) => {
   const { app, clock } = await start(t, frlHook)
   t.same(await statuses(app, 6, { url: '/?userId=alice' }), [200, 200, 200, 200, 200, 429], 'alice: 5')
@@ -245,6 +263,34 @@ t.test('frl-ban: after two 429s, 403 and onBanReach; strikes come back', async (
   t.equal((await app.inject({ url: '/', remoteAddress: '203.0.113.9' })).statusCode, 200, 'other clients are not concerned')
   clock.advance(60_000)
   t.same(await statuses(app, 3), [200, 429, 403], 'a minute later: a token and a strike back')
+})
+
+t.test('frl-route-config: only the routes that ask are limited, each with its own bucket', async (t) => {
+  const { app, clock } = await start(t, frlRouteConfig)
+  t.same(await statuses(app, 4), [200, 200, 200, 429], '/: 3 at once')
+  t.same(await statuses(app, 4, { url: '/private' }), [200, 200, 200, 429], '/private: its own 3')
+  const publicRoute = await app.inject('/public')
+  t.equal(publicRoute.headers['ratelimit'], undefined, '/public: no limit at all')
+  t.same(await statuses(app, 20, { url: '/public' }), Array.from({ length: 20 }, () => 200))
+  const sub = await app.inject('/public/sub-rated-1')
+  t.equal(sub.statusCode, 200)
+  t.equal(sub.headers['ratelimit'], undefined, '127.0.0.1 is allowed on sub-rated-1')
+  const other = await app.inject({ url: '/public/sub-rated-1', remoteAddress: '203.0.113.9' })
+  t.match(other.headers['ratelimit-policy'], /"edge-route";q=3000;w=60/, 'others: 3000, then 50/s')
+  t.same(await statuses(app, 4, { url: '/', remoteAddress: '192.168.0.10' }), [200, 200, 200, 200], 'the global allow-list')
+  clock.advance(20_000)
+  t.same(await statuses(app, 2), [200, 429], 'one back every 20 s')
+})
+
+t.test('frl-route-override: /public left out, /private stricter and counted in the client bucket too', async (t) => {
+  const { app } = await start(t, frlRouteOverride)
+  t.same(await statuses(app, 10, { url: '/private' }), [...Array.from({ length: 9 }, () => 200), 429], '/private: 9')
+  const home = await app.inject('/')
+  t.equal(home.statusCode, 200)
+  t.match(home.headers['ratelimit'], /^"edge";r=90;/, 'the nine to /private were taken from the 100 too')
+  const publicRoute = await app.inject('/public')
+  t.equal(publicRoute.headers['ratelimit'], undefined, '/public: left out')
+  t.equal(count(await statuses(app, 95), 200), 90, 'the rest of the 100')
 })
 
 t.test('frl-group: two routes share one bucket per client', async (t) => {
@@ -349,10 +395,13 @@ const probes: Record<(typeof EXAMPLES)[number], (url: string) => Promise<{ statu
   'frl-error-response': async (url) => ({ statuses: await codes(`${url}/`, 7), passes: 5 }),
   'frl-key-generator': async (url) => ({ statuses: await codes(`${url}/`, 7, { headers: { cookie: 'sid=s-alice' } }), passes: 5 }),
   'frl-variable-max': async (url) => ({ statuses: await codes(`${url}/`, 5, { headers: { 'service-key': 'key-pro-0001' } }), passes: 3 }),
+  'frl-allow-list': async (url) => ({ statuses: await codes(`${url}/`, 6), passes: 3 }),
   'frl-hook': async (url) => ({ statuses: await codes(`${url}/?userId=alice`, 7), passes: 5 }),
   'frl-custom-store': async (url) => ({ statuses: await codes(`${url}/`, 25), passes: 10 }),
   'frl-callbacks': async (url) => ({ statuses: await codes(`${url}/`, 5), passes: 3 }),
   'frl-ban': async (url) => ({ statuses: await codes(`${url}/`, 5), passes: 3 }),
+  'frl-route-config': async (url) => ({ statuses: await codes(`${url}/private`, 5), passes: 3 }),
+  'frl-route-override': async (url) => ({ statuses: await codes(`${url}/private`, 12), passes: 9 }),
   'frl-group': async (url) => ({ statuses: [...await codes(`${url}/otp/send`, 2), ...await codes(`${url}/otp/resend`, 2)], passes: 3 }),
   'frl-manual': async (url) => ({ statuses: await codes(`${url}/custom`, 5), passes: 3 })
 }

@@ -331,7 +331,10 @@ t.test('npm run example route-cost / replica-share: the lines they print, pasted
 t.test('npm run example frl-*: the lines they print, pasted as one block, give what they print', async (t) => {
   // Not frl-global (a hundred requests and a token every 0.6 s: how many pass depends on curl's speed)
   // nor frl-not-found (it sleeps between lines).
-  for (const name of ['frl-error-response', 'frl-key-generator', 'frl-variable-max', 'frl-hook', 'frl-custom-store', 'frl-callbacks', 'frl-ban', 'frl-group', 'frl-manual']) {
+  for (const name of [
+    'frl-error-response', 'frl-key-generator', 'frl-variable-max', 'frl-allow-list', 'frl-hook', 'frl-custom-store',
+    'frl-callbacks', 'frl-ban', 'frl-route-config', 'frl-group', 'frl-route-override', 'frl-manual'
+  ]) {
     await t.test(name, async (t) => { await pasteTwice(t, name) })
   }
 })
