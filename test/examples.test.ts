@@ -15,6 +15,20 @@ import { example as shadow } from '../examples/shadow.js'
 import { example as replicaShare } from '../examples/replica-share.js'
 import { example as problemJson } from '../examples/problem-json.js'
 import { example as login } from '../examples/login.js'
+import { example as frlGlobal } from '../examples/frl-global.js'
+import { example as frlNotFound } from '../examples/frl-not-found.js'
+import { example as frlErrorResponse } from '../examples/frl-error-response.js'
+import { example as frlKeyGenerator } from '../examples/frl-key-generator.js'
+import { example as frlVariableMax } from '../examples/frl-variable-max.js'
+import { example as frlAllowList, INTERNAL_CLIENT_SECRET } from '../examples/frl-allow-list.js'
+import { example as frlHook } from '../examples/frl-hook.js'
+import { example as frlCustomStore } from '../examples/frl-custom-store.js'
+import { example as frlCallbacks } from '../examples/frl-callbacks.js'
+import { example as frlBan } from '../examples/frl-ban.js'
+import { example as frlRouteConfig } from '../examples/frl-route-config.js'
+import { example as frlGroup } from '../examples/frl-group.js'
+import { example as frlRouteOverride } from '../examples/frl-route-override.js'
+import { example as frlManual } from '../examples/frl-manual.js'
 import { buildRedisServer } from '../examples/redis.js'
 import { buildClusterServer } from '../examples/redis-cluster.js'
 import { freePort, requireRedis, startCluster, startRedis } from './redis-server.js'
@@ -159,6 +173,178 @@ t.test('login: only failed logins count, per account; success clears the account
   t.equal((await app.inject({ method: 'POST', url: '/login', payload: { account: '' } })).statusCode, 400, 'the body is validated')
 })
 
+t.test('frl-global: 100 a minute as a bucket: 100 at once, then one every 0.6 s, with FRL\'s headers', async (t) => {
+  const { app, clock } = await start(t, frlGlobal)
+  t.equal(count(await statuses(app, 100), 200), 100)
+  const refused = await app.inject('/')
+  t.equal(refused.statusCode, 429)
+  t.equal(refused.headers['retry-after'], '1', 'not the rest of the minute')
+  t.match(refused.headers, { 'x-ratelimit-limit': '100', 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': '60' })
+  t.equal(refused.headers['ratelimit'], undefined, 'legacy headers only')
+  clock.advance(600)
+  t.same(await statuses(app, 2), [200, 429], 'a token every 0.6 s')
+})
+
+t.test('frl-not-found: the edge counts 404s; a 404 budget of its own on top', async (t) => {
+  const { app, clock } = await start(t, frlNotFound)
+  t.same(await statuses(app, 3, { url: '/guess-1' }), [404, 404, 429], 'the edge: 2 at once')
+  clock.advance(1000)
+  t.same(await statuses(app, 2, { url: '/guess-2' }), [404, 404], 'four misses in all')
+  clock.advance(1000)
+  const refused = await app.inject('/guess-3')
+  t.equal(refused.statusCode, 429, 'the 404 budget is spent')
+  t.equal(refused.headers['retry-after'], '13', '1 token at 4 a minute, less the 2 s refilled since the first miss')
+  t.equal(refused.json().code, 'TOLLGATE_RATE_LIMITED')
+  t.equal((await app.inject('/')).statusCode, 200, 'routes that exist: the edge alone')
+  t.equal((await app.inject({ url: '/guess-4', remoteAddress: '203.0.113.9' })).statusCode, 404, 'per IP')
+})
+
+t.test('frl-error-response: the 429 body built in setErrorHandler from the decision', async (t) => {
+  const { app } = await start(t, frlErrorResponse)
+  t.same(await statuses(app, 5), [200, 200, 200, 200, 200])
+  const refused = await app.inject('/')
+  t.equal(refused.statusCode, 429)
+  t.equal(refused.headers['retry-after'], '12')
+  t.match(refused.headers['ratelimit'], /^"edge";r=0;t=60$/, 'the headers are kept')
+  t.match(refused.json(), {
+    statusCode: 429,
+    error: 'Too Many Requests',
+    message: 'I only allow 5 requests at once, then one every 12 seconds. Try again in 12 seconds.',
+    date: Number,
+    expiresIn: 12000
+  })
+})
+
+t.test('frl-key-generator: trustProxy for the client IP, a session user in the app layer', async (t) => {
+  const { app } = await start(t, frlKeyGenerator)
+  const as = (headers: Record<string, string>): InjectOptions => ({ url: '/', headers })
+  t.same(await statuses(app, 6, as({ cookie: 'sid=s-alice' })), [200, 200, 200, 200, 200, 429], 'alice: 5')
+  t.equal((await app.inject(as({ cookie: 'theme=dark; sid=s-bob' }))).statusCode, 200, 'bob: his own')
+  t.same(await statuses(app, 6, as({ 'x-forwarded-for': '203.0.113.7' })), [200, 200, 200, 200, 200, 429], 'anonymous: per client IP')
+  t.same((await app.inject(as({ 'x-forwarded-for': '198.51.100.9' }))).json(), { user: null, ip: '198.51.100.9' }, 'the proxy names the client')
+  const untrusted = await app.inject({ url: '/', remoteAddress: '192.0.2.1', headers: { 'x-forwarded-for': '198.51.100.10' } })
+  t.equal(untrusted.json().ip, '192.0.2.1', 'a client that is not the proxy cannot pick its IP')
+})
+
+t.test('frl-variable-max: a max per caller, as tiers; unknown keys count per IP', async (t) => {
+  const { app, clock } = await start(t, frlVariableMax)
+  const withKey = (key: string): InjectOptions => ({ url: '/', headers: { 'service-key': key } })
+  t.same(await statuses(app, 4, withKey('key-pro-0001')), [200, 200, 200, 429], 'pro: 3')
+  t.same(await statuses(app, 3, withKey('key-basic-0002')), [200, 200, 429], 'default: 2')
+  const invented = []
+  for (let i = 0; i < 3; i++) invented.push((await app.inject(withKey(`made-up-${i}`))).statusCode)
+  t.same(invented, [200, 200, 429], 'invented keys share one IP bucket')
+  clock.advance(1000)
+  t.same(await statuses(app, 4, withKey('key-pro-0001')), [200, 200, 200, 429], 'pro: 3 a second')
+})
+
+t.test('frl-allow-list: addresses, ranges and a secret header are never limited, and get no headers', async (t) => {
+  const { app } = await start(t, frlAllowList)
+  t.same(await statuses(app, 4), [200, 200, 200, 429], 'others: 3 at once')
+  for (const remoteAddress of ['192.168.0.10', '10.20.30.40', '::ffff:10.0.0.1']) {
+    t.same(await statuses(app, 6, { url: '/', remoteAddress }), [200, 200, 200, 200, 200, 200], `${remoteAddress}: allowed`)
+  }
+  const internal: InjectOptions = { url: '/', remoteAddress: '203.0.113.9', headers: { 'x-app-client-id': INTERNAL_CLIENT_SECRET } }
+  t.same(await statuses(app, 6, internal), [200, 200, 200, 200, 200, 200], 'the internal secret: allowed')
+  const allowed = await app.inject(internal)
+  t.equal(allowed.headers['ratelimit'], undefined, 'no bucket, no header')
+  t.equal(allowed.headers['ratelimit-policy'], undefined)
+  const guessed: InjectOptions = { url: '/', remoteAddress: '203.0.113.9', headers: { 'x-app-client-id': 'internal-usage' } }
+  t.same(await statuses(app, 4, guessed), [200, 200, 200, 429], 'FRL\'s header value is no secret')
+})
+
+t.test('frl-hook: the app layer keyed by a user id an earlier preHandler set, else by IP', async (t) => {
+  const { app, clock } = await start(t, frlHook)
+  t.same(await statuses(app, 6, { url: '/?userId=alice' }), [200, 200, 200, 200, 200, 429], 'alice: 5')
+  t.same((await app.inject('/?userId=bob')).json(), { hello: 'bob' }, 'bob: his own')
+  t.same(await statuses(app, 6), [200, 200, 200, 200, 200, 429], 'no user: per IP')
+  clock.advance(12_000)
+  t.same(await statuses(app, 2, { url: '/?userId=alice' }), [200, 429], 'one back every 12 s')
+})
+
+t.test('frl-custom-store: a Map store on the exported engine limits like the memory store', async (t) => {
+  const { app, clock } = await start(t, frlCustomStore)
+  t.equal(count(await statuses(app, 12), 200), 10)
+  const refused = await app.inject('/')
+  t.equal(refused.statusCode, 429)
+  t.equal(refused.headers['retry-after'], '1')
+  t.equal(refused.headers['ratelimit'], '"edge";r=0;t=5')
+  clock.advance(1000)
+  t.same(await statuses(app, 3), [200, 200, 429], 'two tokens a second later')
+  t.equal((await app.inject({ url: '/', remoteAddress: '203.0.113.9' })).statusCode, 200, 'another IP: its own bucket')
+})
+
+t.test('frl-callbacks: a hook after the edge sees admitted requests, onLimit the refusals', async (t) => {
+  const { app } = await start(t, frlCallbacks)
+  t.same(await statuses(app, 5), [200, 200, 200, 429, 429])
+  t.same((await app.inject('/stats')).json(), { admitted: 3, refused: 2, lastRefused: '127.0.0.1: edge, retry in 1000 ms' }, '/stats itself is left out')
+})
+
+t.test('frl-ban: after two 429s, 403 and onBanReach; strikes come back', async (t) => {
+  const { app, clock } = await start(t, frlBan)
+  t.same(await statuses(app, 6), [200, 200, 200, 429, 429, 403])
+  const banned = await app.inject('/')
+  t.equal(banned.statusCode, 403)
+  t.equal(banned.json().message, 'Too many refused requests')
+  t.same((await app.inject('/banned')).json(), { banned: ['127.0.0.1 ({ip:127.0.0.1}:edge)', '127.0.0.1 ({ip:127.0.0.1}:edge)'] })
+  t.equal((await app.inject({ url: '/', remoteAddress: '203.0.113.9' })).statusCode, 200, 'other clients are not concerned')
+  clock.advance(60_000)
+  t.same(await statuses(app, 3), [200, 429, 403], 'a minute later: a token and a strike back')
+})
+
+t.test('frl-route-config: only the routes that ask are limited, each with its own bucket', async (t) => {
+  const { app, clock } = await start(t, frlRouteConfig)
+  t.same(await statuses(app, 4), [200, 200, 200, 429], '/: 3 at once')
+  t.same(await statuses(app, 4, { url: '/private' }), [200, 200, 200, 429], '/private: its own 3')
+  const publicRoute = await app.inject('/public')
+  t.equal(publicRoute.headers['ratelimit'], undefined, '/public: no limit at all')
+  t.same(await statuses(app, 20, { url: '/public' }), Array.from({ length: 20 }, () => 200))
+  const sub = await app.inject('/public/sub-rated-1')
+  t.equal(sub.statusCode, 200)
+  t.equal(sub.headers['ratelimit'], undefined, '127.0.0.1 is allowed on sub-rated-1')
+  const other = await app.inject({ url: '/public/sub-rated-1', remoteAddress: '203.0.113.9' })
+  t.match(other.headers['ratelimit-policy'], /"edge-route";q=3000;w=60/, 'others: 3000, then 50/s')
+  t.same(await statuses(app, 4, { url: '/', remoteAddress: '192.168.0.10' }), [200, 200, 200, 200], 'the global allow-list')
+  clock.advance(20_000)
+  t.same(await statuses(app, 2), [200, 429], 'one back every 20 s')
+})
+
+t.test('frl-route-override: /public left out, /private stricter and counted in the client bucket too', async (t) => {
+  const { app } = await start(t, frlRouteOverride)
+  t.same(await statuses(app, 10, { url: '/private' }), [...Array.from({ length: 9 }, () => 200), 429], '/private: 9')
+  const home = await app.inject('/')
+  t.equal(home.statusCode, 200)
+  t.match(home.headers['ratelimit'], /^"edge";r=90;/, 'the nine to /private were taken from the 100 too')
+  const publicRoute = await app.inject('/public')
+  t.equal(publicRoute.headers['ratelimit'], undefined, '/public: left out')
+  t.equal(count(await statuses(app, 95), 200), 90, 'the rest of the 100')
+})
+
+t.test('frl-group: two routes share one bucket per client', async (t) => {
+  const { app, clock } = await start(t, frlGroup)
+  const codes = []
+  for (const url of ['/otp/send', '/otp/resend', '/otp/send', '/otp/resend']) codes.push((await app.inject(url)).statusCode)
+  t.same(codes, [200, 200, 200, 429], 'alternating buys nothing')
+  const refused = await app.inject('/otp/send')
+  t.equal(refused.headers['retry-after'], '20')
+  t.equal(refused.headers['cache-control'], 'no-store')
+  t.equal(refused.json().code, 'TOLLGATE_RATE_LIMITED')
+  t.equal((await app.inject({ url: '/otp/resend', remoteAddress: '203.0.113.9' })).statusCode, 200, 'per client')
+  clock.advance(20_000)
+  t.same(await statuses(app, 2, { url: '/otp/resend' }), [200, 429], 'one back every 20 s')
+})
+
+t.test('frl-manual: limits checked by hand in the handler', async (t) => {
+  const { app } = await start(t, frlManual)
+  t.same(await statuses(app, 4, { url: '/custom' }), [200, 200, 200, 429])
+  const refused = await app.inject('/custom')
+  t.equal(refused.body, 'Limit exceeded')
+  t.equal(refused.headers['retry-after'], '20')
+  t.match(refused.headers['ratelimit'], /^"edge";r=\d+/, 'the edge still applies')
+  t.equal((await app.inject('/')).body, 'Hello world', '/ has its own bucket')
+  t.equal(count(await statuses(app, 100), 200), 99, 'of 100 a minute, one spent just before')
+})
+
 t.test('redis: two replicas share one quota', async (t) => {
   if (!requireRedis(t)) return
   const redis = await startRedis(t)
@@ -236,7 +422,22 @@ const probes: Record<(typeof EXAMPLES)[number], (url: string) => Promise<{ statu
     return { statuses: [...welcome, ...guesses.map((status) => status === 401 ? 200 : status)], passes: 6 }
   },
   redis: twoExports,
-  'redis-cluster': twoExports
+  'redis-cluster': twoExports,
+  'frl-global': async (url) => ({ statuses: await codes(`${url}/`, 110), passes: 100 }),
+  // A 404 is an answer the limit let through.
+  'frl-not-found': async (url) => ({ statuses: (await codes(`${url}/nowhere`, 4)).map((code) => code === 404 ? 200 : code), passes: 2 }),
+  'frl-error-response': async (url) => ({ statuses: await codes(`${url}/`, 7), passes: 5 }),
+  'frl-key-generator': async (url) => ({ statuses: await codes(`${url}/`, 7, { headers: { cookie: 'sid=s-alice' } }), passes: 5 }),
+  'frl-variable-max': async (url) => ({ statuses: await codes(`${url}/`, 5, { headers: { 'service-key': 'key-pro-0001' } }), passes: 3 }),
+  'frl-allow-list': async (url) => ({ statuses: await codes(`${url}/`, 6), passes: 3 }),
+  'frl-hook': async (url) => ({ statuses: await codes(`${url}/?userId=alice`, 7), passes: 5 }),
+  'frl-custom-store': async (url) => ({ statuses: await codes(`${url}/`, 25), passes: 10 }),
+  'frl-callbacks': async (url) => ({ statuses: await codes(`${url}/`, 5), passes: 3 }),
+  'frl-ban': async (url) => ({ statuses: await codes(`${url}/`, 5), passes: 3 }),
+  'frl-route-config': async (url) => ({ statuses: await codes(`${url}/private`, 5), passes: 3 }),
+  'frl-route-override': async (url) => ({ statuses: await codes(`${url}/private`, 12), passes: 9 }),
+  'frl-group': async (url) => ({ statuses: [...await codes(`${url}/otp/send`, 2), ...await codes(`${url}/otp/resend`, 2)], passes: 3 }),
+  'frl-manual': async (url) => ({ statuses: await codes(`${url}/custom`, 5), passes: 3 })
 }
 
 t.test('every example starts with `npm run example <name>`, answers, and limits', async (t) => {

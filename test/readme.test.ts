@@ -7,8 +7,8 @@
  * - each one then runs as pasted in its own process (with JWT_SECRET, PORT=0 and a
  *   REDIS_URL in the environment), its `app` is closed, and the process exits by
  *   itself with nothing on stderr;
- * - the lines `npm start`, `npm run example jwt-tiers`, `route-cost`, `replica-share`
- *   and `redis` print under "Try it:", sent in order with fetch as bash and curl would, give
+ * - the lines `npm start`, `npm run example jwt-tiers`, `route-cost`, `replica-share`,
+ *   `redis` and most `frl-*` print under "Try it:", sent in order with fetch as bash and curl would, give
  *   the statuses their comments print (the first two pasted twice: the token
  *   fetches still succeed, and so do the lines whose buckets are not spent).
  *
@@ -326,6 +326,17 @@ t.test('npm run example jwt-tiers: the lines it prints, pasted as one block (twi
 t.test('npm run example route-cost / replica-share: the lines they print, pasted as one block, give what they print', async (t) => {
   await pasteTwice(t, 'route-cost')
   await pasteTwice(t, 'replica-share')
+})
+
+t.test('npm run example frl-*: the lines they print, pasted as one block, give what they print', async (t) => {
+  // Not frl-global (a hundred requests and a token every 0.6 s: how many pass depends on curl's speed)
+  // nor frl-not-found (it sleeps between lines).
+  for (const name of [
+    'frl-error-response', 'frl-key-generator', 'frl-variable-max', 'frl-allow-list', 'frl-hook', 'frl-custom-store',
+    'frl-callbacks', 'frl-ban', 'frl-route-config', 'frl-group', 'frl-route-override', 'frl-manual'
+  ]) {
+    await t.test(name, async (t) => { await pasteTwice(t, name) })
+  }
 })
 
 t.test('npm run example redis: says which Redis it uses, how to start a second replica, and the two share one quota', async (t) => {
