@@ -16,6 +16,7 @@ import { routeConfigReader } from './route-config.js'
 import type { RouteTable } from './routes.js'
 import type { BucketPolicy } from './bucket.js'
 import type { BucketRequest } from './store.js'
+import { isPromise } from './sync.js'
 import { describe } from './validate.js'
 import type { Warnings } from './warnings.js'
 
@@ -79,18 +80,6 @@ function requester (request: FastifyRequest, app: AppSettings, warnings: Warning
     }
   }
   return { kind: 'ip', id: '', tier: app.anonymousTier }
-}
-
-/**
- * Whether a user function returned a promise where a value was due. Its rejection
- * is then handled here, so that it cannot become an unhandled rejection (which
- * ends the process by default).
- */
-function isPromise (value: unknown): boolean {
-  const then = (value as { then?: unknown } | null | undefined)?.then
-  if (typeof then !== 'function') return false
-  ;(value as PromiseLike<unknown>).then(undefined, () => {})
-  return true
 }
 
 /** The route's cost for this request, or the error to fail it with. */

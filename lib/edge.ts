@@ -8,19 +8,28 @@ import { runStep, type Done } from './decide.js'
 import { HeaderLayout, type NamedPolicy } from './headers.js'
 import { ofClientAddress } from './key-cache.js'
 import { routeConfigReader } from './route-config.js'
+import { isPromise } from './sync.js'
 import type { RouteTable } from './routes.js'
 import type { EdgeSettings, Settings } from './options.js'
 import type { BucketRequest } from './store.js'
 import type { Warnings } from './warnings.js'
 
-/** `{key:<digest of the value>}:edge` from `edge.key(request)`, else `{ip:<address>}:edge` from `addressKeyOf`. */
-export function edgeKey (request: FastifyRequest, edge: EdgeSettings, addressKeyOf: (request: FastifyRequest) => string): string {
+/**
+ * `{key:<digest of the value>}:edge` from `edge.key(request)`, else `{ip:<address>}:edge`
+ * from `addressKeyOf`. An `edge.key` that returns a promise is keyed by IP (its
+ * rejection handled), and `onAsync` is called.
+ */
+export function edgeKey (request: FastifyRequest, edge: EdgeSettings, addressKeyOf: (request: FastifyRequest) => string, onAsync: () => void): string {
   if (edge.key !== undefined) {
     let key: unknown
     try {
       key = edge.key(request)
     } catch (error) {
       request.log.error({ err: error }, 'fastify-tollgate: edge.key threw; keyed by client IP')
+    }
+    if (isPromise(key)) {
+      onAsync()
+      key = undefined
     }
     if (typeof key === 'number' && Number.isFinite(key)) key = String(key)
     if (typeof key === 'string' && key !== '') return edge.keyOfValue(key)
@@ -43,6 +52,7 @@ export function createEdgeHook (
   const addressKeyOf = ofClientAddress(edge.keyOfAddress, perConnection)
   const configOf = routeConfigReader()
   // For a 404, which has no route: the client's bucket alone (none under edge.global: false).
+  const onAsyncKey = (): void => { warnings.warn('TOLLGATE_ASYNC_EDGE_KEY') }
   const notFound = edge.bucket === undefined ? undefined : new HeaderLayout([edge.bucket])
   return function tollgateEdge (request: FastifyRequest, reply: FastifyReply, done: Done): void {
     warnings.checkForwarded(request)
@@ -60,7 +70,7 @@ export function createEdgeHook (
       done()
       return
     }
-    const key = edgeKey(request, edge, addressKeyOf)
+    const key = edgeKey(request, edge, addressKeyOf, onAsyncKey)
     const buckets: BucketRequest[] = []
     if (edge.bucket !== undefined) buckets.push({ key, policy: edge.bucket.policy, cost: 1 })
     // The route's own bucket (it follows the client's in the layout): the same hash tag as the client's.

@@ -127,7 +127,7 @@ function edgeBucket (m: Manual, bucket: Record<string, unknown>): Resolved {
     storeKey = edge.keyOfValue(checkId('bucket.key', key))
   } else {
     if (typeof request !== 'object' || request === null) expected(failOption, 'bucket.request', 'a Fastify request', request)
-    storeKey = edgeKey(request as FastifyRequest, edge, (client) => edge.keyOfAddress(client.ip ?? ''))
+    storeKey = edgeKey(request as FastifyRequest, edge, (client) => edge.keyOfAddress(client.ip ?? ''), () => {})
   }
   return { layer: 'edge', tier: undefined, key: storeKey, named, wholeCapacity: undefined }
 }

@@ -22,6 +22,9 @@ export const WARNINGS = {
   /** At the first request whose `app.identify` returned a promise (it must answer synchronously). */
   TOLLGATE_ASYNC_IDENTIFY:
     'app.identify returned a promise: it must return the identity synchronously (verify the token in an earlier hook and read request.user). Such requests are limited as anonymous.',
+  /** At the first request whose `edge.key` returned a promise (it must answer synchronously). */
+  TOLLGATE_ASYNC_EDGE_KEY:
+    'edge.key returned a promise: it must return the key synchronously (the edge runs before anything is awaited). Such requests are keyed by client IP.',
   /** At startup: a second registration in this process on the same store, or the same Redis client and prefix. */
   TOLLGATE_SHARED_STORE:
     'Another fastify-tollgate registration uses the same store (or the same Redis client and prefix): their buckets share keys and drain each other. Give each its own store or prefix.'
