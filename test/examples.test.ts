@@ -35,12 +35,10 @@ import { freePort, requireRedis, startCluster, startRedis } from './redis-server
 import { count, manualClock, statuses } from './helpers.js'
 import { RUN, runExample } from './run-example.js'
 
-// Every example in a child process, some on Redis: more than tap's 30 s on a busy machine.
-t.setTimeout(120_000)
-
-// Ten example processes started one after another, and a Redis cluster: about
-// 25 s on a busy 2-core machine, too close to tap's default 30 s per file.
-t.setTimeout(120_000)
+// Every example in a child process, one after another (some on Redis, one on a
+// Redis cluster): about 4 s each on a busy 2-core machine, far above tap's 30 s
+// per file; 26 examples took 110 s. Ten seconds each, and a minute for the rest.
+t.setTimeout(60_000 + 10_000 * EXAMPLES.length)
 
 async function start (t: Test, example: Example, env: NodeJS.ProcessEnv = {}) {
   const clock = manualClock()
