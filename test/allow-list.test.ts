@@ -49,6 +49,18 @@ t.test('a predicate, alone or with addresses; one that throws does not allow and
   t.equal(MATCH_ERROR_LOG_INTERVAL_MS, 60_000)
 })
 
+t.test('a predicate alone, as a function or as { match }', async (t) => {
+  for (const allowList of [(request: { headers: Record<string, unknown> }) => request.headers['x-monitor'] === 'yes', { match: (request: { headers: Record<string, unknown> }) => request.headers['x-monitor'] === 'yes' }]) {
+    const app = Fastify()
+    await app.register(tollgate, { ...layers, allowList: allowList as never })
+    app.get('/', async () => 'ok')
+    const monitor = { url: '/', headers: { 'x-monitor': 'yes' } }
+    t.same([(await app.inject(monitor)).statusCode, (await app.inject(monitor)).statusCode], [200, 200], typeof allowList)
+    t.same([(await app.inject('/')).statusCode, (await app.inject('/')).statusCode], [200, 429], 'others are limited')
+    await app.close()
+  }
+})
+
 t.test('the throw log line comes again after the interval, with the count of throws in between', async (t) => {
   const { allowTest } = await import('../lib/allow-list.js')
   const logged: Array<Record<string, unknown>> = []

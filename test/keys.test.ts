@@ -1,6 +1,6 @@
 import t from 'tap'
 import { createHash, createHmac } from 'node:crypto'
-import { boundIdentity, bucketKey, clientAddress, keyDigest } from '../lib/keys.js'
+import { boundIdentity, bucketKey, clientAddress, keyDigest, plainAddress } from '../lib/keys.js'
 
 t.test('clientAddress normalises client IPs', async (t) => {
   const cases: Array<[string | undefined, number, string]> = [
@@ -63,4 +63,18 @@ t.test('keyDigest: HMAC-SHA256 with a secret, SHA-256 without', async (t) => {
   t.equal(keyed('sk_live_1'), hmac)
   t.equal(plain('sk_live_1'), createHash('sha256').update('sk_live_1').digest('base64url'))
   t.equal(keyed('k'.repeat(300)), createHmac('sha256', 'a-secret-of-at-least-16-characters').update('k'.repeat(300)).digest('base64url'), 'a long value')
+})
+
+t.test('plainAddress: an address as BlockList checks it, or undefined', async (t) => {
+  const cases: Array<[string | undefined, unknown]> = [
+    ['203.0.113.7', { address: '203.0.113.7', family: 'ipv4' }],
+    ['203.0.113.7:40001', { address: '203.0.113.7', family: 'ipv4' }],
+    ['[2001:db8::1]:443', { address: '2001:db8::1', family: 'ipv6' }],
+    ['fe80::1%eth0', { address: 'fe80::1', family: 'ipv6' }],
+    ['::ffff:10.0.0.1', { address: '::ffff:10.0.0.1', family: 'ipv6' }],
+    ['not-an-ip', undefined],
+    ['', undefined],
+    [undefined, undefined]
+  ]
+  for (const [ip, expected] of cases) t.same(plainAddress(ip), expected, String(ip))
 })

@@ -7,7 +7,7 @@
 import t, { type Test } from 'tap'
 import { performance } from 'node:perf_hooks'
 import fc from 'fast-check'
-import Fastify from 'fastify'
+import Fastify, { type FastifyRequest } from 'fastify'
 import { Cluster, Redis } from 'ioredis'
 import tollgate, {
   memoryStore, RateLimitedError, redisStore, StoreUnavailableError, StoreUnsupportedError,
@@ -227,6 +227,13 @@ t.test("a user's app bucket under their tier, an anonymous client's, and a route
   t.match(await app.tollgate.peek({ layer: 'app', ip: '198.51.100.9', route: 'GET /report' }), { tier: 'anonymous', buckets: [{ capacity: 1 }] }, 'a tier without a quota of its own takes the route\'s default')
 })
 
+t.test("the edge bucket of a request whose socket is gone (no request.ip) is the unknown client's", async (t) => {
+  const app = Fastify()
+  await app.register(tollgate, { edge: FIVE })
+  t.match(await app.tollgate.peek({ layer: 'edge', request: { headers: {} } as unknown as FastifyRequest }), { buckets: [{ key: '{ip:unknown}:edge' }] })
+  await app.close()
+})
+
 t.test('layer buckets: invalid or impossible ones reject with a coded error naming them', async (t) => {
   const { app } = await layered(t)
   const invalid = (message: RegExp) => ({ code: 'TOLLGATE_INVALID_OPTION', message })
@@ -265,6 +272,10 @@ t.test('layer buckets: invalid or impossible ones reject with a coded error nami
   await appOnly.register(tollgate, { app: { tiers: { default: FIVE } } })
   await t.rejects(appOnly.tollgate.reset({ layer: 'edge', ip: '1.2.3.4' }), invalid(/`bucket\.layer` is `"edge"`, but the edge layer is disabled/))
   await t.rejects(appOnly.tollgate.peek({ layer: 'app', user: '1', route: 'GET /' }), invalid(/declared after the plugin \(there is none\)/))
+  const routesOnly = Fastify()
+  await routesOnly.register(tollgate, { edge: { global: false } })
+  await t.rejects(routesOnly.tollgate.peek({ layer: 'edge', ip: '1.2.3.4' }), invalid(/under `edge\.global: false` clients have no edge bucket of their own/))
+  await routesOnly.close()
   t.match(await appOnly.tollgate.peek({ layer: 'app', ip: '2001:db8:1:2::1' }), { buckets: [{ key: '{ip:2001:db8:1:2::/64}:app' }] }, 'without the edge, IPv6 by /64')
   await appOnly.close()
 })

@@ -114,6 +114,16 @@ t.test('a route declared before the plugin keeps its per-layer settings, checked
   await app.close()
 })
 
+t.test('a route declared before the plugin with a bad config fails its requests at the edge with the coded 500', async (t) => {
+  const app = Fastify()
+  app.get('/bad', { config: { rateLimit: { edge: { capacity: 0, refillPerSecond: 1 } } } }, async () => 'ok')
+  await app.register(tollgate, { edge: { capacity: 100, refillPerSecond: 1 }, warnings: false })
+  const response = await app.inject('/bad')
+  t.equal(response.statusCode, 500)
+  t.equal(response.json().code, 'TOLLGATE_INVALID_ROUTE_CONFIG')
+  await app.close()
+})
+
 t.test('route configs of the new fields are checked at startup', async (t) => {
   const both = { edge: { capacity: 10, refillPerSecond: 1 }, app: { tiers: { default: { capacity: 10, refillPerSecond: 1 } } } }
   const cases: Array<[string, unknown, unknown, RegExp]> = [
