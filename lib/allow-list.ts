@@ -6,6 +6,7 @@
 import { BlockList, isIPv4, isIPv6 } from 'node:net'
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
 import { plainAddress } from './keys.js'
+import { isPromise } from './sync.js'
 import { checkFunction, checkKnownKeys, describe, failOption, isPlainObject } from './validate.js'
 
 /** Requests never limited: addresses and CIDR ranges, a predicate, or both. */
@@ -94,11 +95,13 @@ export function allowTest (
     if (addressOf !== undefined && addressOf(request)) return true
     if (match === undefined) return false
     try {
-      return match(request) === true
+      const answer = match(request)
+      if (isPromise(answer)) throw new Error('allowList.match returned a promise: it must answer synchronously')
+      return answer === true
     } catch (error) {
       const at = now()
       if (at - loggedAt >= MATCH_ERROR_LOG_INTERVAL_MS) {
-        log.error({ err: error, since: unlogged }, 'fastify-tollgate: allowList.match threw; the request is limited as usual (logged once a minute; `since`: throws not logged since the last line)')
+        log.error({ err: error, since: unlogged }, 'fastify-tollgate: allowList.match threw or returned a promise; the request is limited as usual (logged once a minute; `since`: throws not logged since the last line)')
         loggedAt = at
         unlogged = 0
       } else {

@@ -20,6 +20,10 @@ export interface Step {
   tier: string | undefined
 }
 
+function isThenable (value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as { then?: unknown } | null | undefined)?.then === 'function'
+}
+
 function isPromise<T> (value: T | Promise<T>): value is Promise<T> {
   return typeof (value as { then?: unknown }).then === 'function'
 }
@@ -78,7 +82,9 @@ function finish (settings: Settings, request: FastifyRequest, reply: FastifyRepl
   const limit = report(step, decision)
   if (settings.onLimit !== undefined) {
     try {
-      settings.onLimit(request, limit)
+      const returned: unknown = settings.onLimit(request, limit)
+      // An async onLimit: its rejection is logged, never an unhandled rejection.
+      if (isThenable(returned)) returned.then(undefined, (error: unknown) => { request.log.error({ err: error }, 'fastify-tollgate: onLimit rejected') })
     } catch (error) {
       request.log.error({ err: error }, 'fastify-tollgate: onLimit threw')
     }

@@ -221,6 +221,13 @@ export async function peek (m: Manual, target: unknown, policy: unknown, cost: u
 /** `fastify.tollgate.refund`: gives tokens back; the bucket as it is then. */
 export async function refund (m: Manual, target: unknown, policy: unknown, tokens: unknown): Promise<BucketLevel> {
   const bucket = resolve(m, target, policy)
+  // One key holds a user's bucket whatever the tier: refunded under another tier's
+  // policy, it would be capped (and, once full, deleted) at the wrong capacity.
+  const tiers = m.settings.app === undefined ? [] : Object.keys(m.settings.app.tiers)
+  const named = target as { layer?: unknown, user?: unknown, tier?: unknown }
+  if (typeof target === 'object' && named.layer === 'app' && named.user !== undefined && named.tier === undefined && tiers.length > 1) {
+    failOption(`Expected \`bucket.tier\` in a refund: the app layer has several tiers (${tiers.join(', ')}), and a user's bucket is refunded under its own tier's capacity`)
+  }
   const amount = checkNumber(failOption, 'tokens', tokens, 0)
   const applied = bucket.named.policy
   const left = await storeMethod(m.settings.store, 'refund')({ key: bucket.key, policy: applied, cost: amount })

@@ -9,7 +9,7 @@ import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify
 export const WARNINGS = {
   /** At startup: `trustProxy: true` and a layer keys on client IPs. */
   TOLLGATE_TRUST_PROXY_TRUE:
-    'trustProxy is true, so any client can choose the IP it is limited by (X-Forwarded-For). Set trustProxy to your proxies\' addresses or a hop count.',
+    'trustProxy is true, so any client can choose the IP it is limited by (X-Forwarded-For). Set trustProxy to your proxies\' addresses or CIDR ranges.',
   /** At the first request carrying X-Forwarded-For while trustProxy is off. */
   TOLLGATE_FORWARDED_WITHOUT_TRUST_PROXY:
     'A request came with X-Forwarded-For but trustProxy is off: if a proxy is in front, every client shares its address and its edge bucket.',

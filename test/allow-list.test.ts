@@ -61,6 +61,27 @@ t.test('a predicate alone, as a function or as { match }', async (t) => {
   }
 })
 
+t.test('an async match (or one that rejects) never allows, is logged, and never ends the process', async (t) => {
+  const escaped: unknown[] = []
+  const onUnhandled = (reason: unknown): void => { escaped.push(reason) }
+  process.on('unhandledRejection', onUnhandled)
+  t.teardown(() => { process.off('unhandledRejection', onUnhandled) })
+  const { lines, logger } = logSink()
+  const app = Fastify({ logger })
+  const match = async (request: { headers: Record<string, unknown> }): Promise<boolean> => {
+    if (request.headers['x-fail'] !== undefined) throw new Error('lookup failed')
+    return true
+  }
+  await app.register(tollgate, { ...layers, allowList: { match: match as never }, warnings: false })
+  app.get('/', async () => 'ok')
+  const codes = [(await app.inject('/')).statusCode, (await app.inject({ url: '/', headers: { 'x-fail': '1' } })).statusCode]
+  await new Promise((resolve) => setImmediate(resolve))
+  t.same(codes, [200, 429], 'a promise of true does not allow')
+  t.equal(lines.filter((line) => line.msg.includes('allowList.match threw or returned a promise')).length, 1)
+  t.same(escaped, [], 'no unhandled rejection')
+  await app.close()
+})
+
 t.test('the throw log line comes again after the interval, with the count of throws in between', async (t) => {
   const { allowTest } = await import('../lib/allow-list.js')
   const logged: Array<Record<string, unknown>> = []

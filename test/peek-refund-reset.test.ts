@@ -261,7 +261,8 @@ t.test('layer buckets: invalid or impossible ones reject with a coded error nami
     await t.rejects(app.tollgate.peek(bucket as LayerBucket), invalid(message), JSON.stringify(bucket))
     await t.rejects(app.tollgate.reset(bucket as LayerBucket), invalid(message), `reset ${JSON.stringify(bucket)}`)
   }
-  await t.rejects(app.tollgate.refund({ layer: 'app', user: '1' }, -1), invalid(/`tokens`/))
+  await t.rejects(app.tollgate.refund({ layer: 'app', user: '1', tier: 'default' }, -1), invalid(/`tokens`/))
+  await t.rejects(app.tollgate.refund({ layer: 'app', user: '1' }), invalid(/Expected `bucket\.tier` in a refund: the app layer has several tiers/), 'a refund under a guessed tier could delete a bigger tier\'s bucket')
   await t.rejects(app.tollgate.consume({ layer: 'app', user: '1' }, FIVE as unknown as number), invalid(/`cost` to be a finite number ≥ 0, got `\{"capacity":5,"refillPerSecond":1\}`/), 'a layer bucket takes no policy')
 
   const edgeOnly = Fastify()

@@ -176,7 +176,7 @@ if (requireRedis(t)) {
     const cached = await app.inject('/')
     t.equal(cached.statusCode, 429)
     t.match(cached.headers['ratelimit'], /^"edge";r=0;t=\d+$/, 'a cached refusal keeps honest headers')
-    t.match(cached.headers['retry-after'], /^7[01]\d$/, 'about 720 s')
+    t.match(cached.headers['retry-after'], /^7[0-2]\d$/, 'about 720 s')
     await app.close()
   })
 }

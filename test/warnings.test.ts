@@ -186,3 +186,18 @@ t.test('TOLLGATE_ASYNC_EDGE_KEY: an edge.key that returns a promise keys by IP, 
   t.same(escaped, [], 'no unhandled rejection')
   await app.close()
 })
+
+t.test('an async onLimit that rejects is logged, never an unhandled rejection', async (t) => {
+  const escaped: unknown[] = []
+  const onUnhandled = (reason: unknown): void => { escaped.push(reason) }
+  process.on('unhandledRejection', onUnhandled)
+  t.teardown(() => { process.off('unhandledRejection', onUnhandled) })
+  const onLimit = async (): Promise<void> => { throw new Error('metrics down') }
+  // eslint-disable-next-line @typescript-eslint/no-misused-promises -- an async onLimit is what is tested
+  const { app, lines } = await appWith({ edge: { capacity: 1, refillPerSecond: 0 }, onLimit })
+  t.same([(await app.inject('/')).statusCode, (await app.inject('/')).statusCode], [200, 429])
+  await new Promise((resolve) => setImmediate(resolve))
+  t.same(escaped, [], 'no unhandled rejection')
+  t.equal(lines.filter((line) => line.msg === 'fastify-tollgate: onLimit rejected').length, 1)
+  await app.close()
+})
