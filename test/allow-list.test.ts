@@ -2,7 +2,7 @@ import t from 'tap'
 import Fastify from 'fastify'
 import tollgate, { memoryStore, redisStore, type Store } from '../lib/index.js'
 import { checkAllowList, MATCH_ERROR_LOG_INTERVAL_MS } from '../lib/allow-list.js'
-import { logSink, readyWith } from './helpers.js'
+import { logSink, readyWith, unhandledRejections } from './helpers.js'
 import { requireRedis, startRedis } from './redis-server.js'
 
 const layers = { edge: { capacity: 1, refillPerSecond: 0 }, app: { tiers: { default: { capacity: 1, refillPerSecond: 0 } } } }
@@ -62,10 +62,7 @@ t.test('a predicate alone, as a function or as { match }', async (t) => {
 })
 
 t.test('an async match (or one that rejects) never allows, is logged, and never ends the process', async (t) => {
-  const escaped: unknown[] = []
-  const onUnhandled = (reason: unknown): void => { escaped.push(reason) }
-  process.on('unhandledRejection', onUnhandled)
-  t.teardown(() => { process.off('unhandledRejection', onUnhandled) })
+  const escaped = unhandledRejections(t)
   const { lines, logger } = logSink()
   const app = Fastify({ logger })
   const match = async (request: { headers: Record<string, unknown> }): Promise<boolean> => {

@@ -2,7 +2,7 @@ import t from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import jwt from '@fastify/jwt'
 import tollgate, { memoryStore, type AppOptions } from '../lib/index.js'
-import { buildApp, count, manualClock, SECRET, statuses } from './helpers.js'
+import { SECRET, buildApp, count, manualClock, statuses, unhandledRejections } from './helpers.js'
 
 const tiers = {
   default: { capacity: 20, refillPerSecond: 5 },
@@ -172,10 +172,7 @@ t.test('a cost function that throws or returns an invalid cost fails with a code
 })
 
 t.test('a cost function that returns a promise fails with a coded 500, and its rejection never escapes', async (t) => {
-  const escaped: unknown[] = []
-  const onUnhandled = (reason: unknown): void => { escaped.push(reason) }
-  process.on('unhandledRejection', onUnhandled)
-  t.teardown(() => { process.off('unhandledRejection', onUnhandled) })
+  const escaped = unhandledRejections(t)
   const { app } = await buildApp({ app: { tiers } })
   const asyncCost = (async (request: { headers: Record<string, unknown> }) => {
     if (request.headers['x-fail'] !== undefined) throw new Error('pricing service down')

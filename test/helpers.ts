@@ -119,3 +119,12 @@ export function logSink (): { lines: Array<{ level: number, msg: string, code?: 
   const stream = new Writable({ write (chunk, _encoding, callback) { lines.push(JSON.parse(String(chunk))); callback() } })
   return { lines, logger: { level: 'debug', stream } }
 }
+
+/** The unhandled rejections of the rest of test `t` (none is what a test of a user function's promise wants). */
+export function unhandledRejections (t: Test): unknown[] {
+  const escaped: unknown[] = []
+  const onUnhandled = (reason: unknown): void => { escaped.push(reason) }
+  process.on('unhandledRejection', onUnhandled)
+  t.teardown(() => { process.off('unhandledRejection', onUnhandled) })
+  return escaped
+}

@@ -7,7 +7,7 @@ import Fastify, { type FastifyServerOptions } from 'fastify'
 import { Redis } from 'ioredis'
 import tollgate, { memoryStore, redisStore, WARNINGS, type TollgateOptions, type WarningCode } from '../lib/index.js'
 import { ONLY_ANONYMOUS_AFTER } from '../lib/warnings.js'
-import { logSink } from './helpers.js'
+import { logSink, unhandledRejections } from './helpers.js'
 
 const EDGE = { capacity: 1000, refillPerSecond: 100 }
 
@@ -145,10 +145,7 @@ t.test('invalid warnings options fail at startup with a coded error', async (t) 
 })
 
 t.test('TOLLGATE_ASYNC_IDENTIFY: an identify that returns a promise is anonymous, warned once, and its rejection never escapes', async (t) => {
-  const escaped: unknown[] = []
-  const onUnhandled = (reason: unknown): void => { escaped.push(reason) }
-  process.on('unhandledRejection', onUnhandled)
-  t.teardown(() => { process.off('unhandledRejection', onUnhandled) })
+  const escaped = unhandledRejections(t)
   const identify = (async (request: { headers: Record<string, unknown> }) => {
     if (request.headers['x-fail'] !== undefined) throw new Error('token service down')
     return { id: 'alice', tier: 'vip' }
@@ -165,10 +162,7 @@ t.test('TOLLGATE_ASYNC_IDENTIFY: an identify that returns a promise is anonymous
 })
 
 t.test('TOLLGATE_ASYNC_EDGE_KEY: an edge.key that returns a promise keys by IP, is warned once, and its rejection never escapes', async (t) => {
-  const escaped: unknown[] = []
-  const onUnhandled = (reason: unknown): void => { escaped.push(reason) }
-  process.on('unhandledRejection', onUnhandled)
-  t.teardown(() => { process.off('unhandledRejection', onUnhandled) })
+  const escaped = unhandledRejections(t)
   // An async keyGenerator as @fastify/rate-limit accepts it.
   const key = async (request: { headers: Record<string, unknown> }): Promise<string> => {
     if (request.headers['x-fail'] !== undefined) throw new Error('key service down')
@@ -188,10 +182,7 @@ t.test('TOLLGATE_ASYNC_EDGE_KEY: an edge.key that returns a promise keys by IP, 
 })
 
 t.test('an async onLimit that rejects is logged, never an unhandled rejection', async (t) => {
-  const escaped: unknown[] = []
-  const onUnhandled = (reason: unknown): void => { escaped.push(reason) }
-  process.on('unhandledRejection', onUnhandled)
-  t.teardown(() => { process.off('unhandledRejection', onUnhandled) })
+  const escaped = unhandledRejections(t)
   const onLimit = async (): Promise<void> => { throw new Error('metrics down') }
   // eslint-disable-next-line @typescript-eslint/no-misused-promises -- an async onLimit is what is tested
   const { app, lines } = await appWith({ edge: { capacity: 1, refillPerSecond: 0 }, onLimit })
