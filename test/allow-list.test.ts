@@ -49,6 +49,16 @@ t.test('a predicate, alone or with addresses; one that throws does not allow and
   t.equal(MATCH_ERROR_LOG_INTERVAL_MS, 60_000)
 })
 
+t.test('addresses alone, as { addresses }', async (t) => {
+  const app = Fastify()
+  await app.register(tollgate, { ...layers, allowList: { addresses: ['192.0.2.0/24'] } })
+  app.get('/', async () => 'ok')
+  const from = (ip: string) => app.inject({ url: '/', remoteAddress: ip })
+  t.same([(await from('192.0.2.9')).statusCode, (await from('192.0.2.9')).statusCode], [200, 200])
+  t.same([(await from('198.51.100.9')).statusCode, (await from('198.51.100.9')).statusCode], [200, 429])
+  await app.close()
+})
+
 t.test('a predicate alone, as a function or as { match }', async (t) => {
   for (const allowList of [(request: { headers: Record<string, unknown> }) => request.headers['x-monitor'] === 'yes', { match: (request: { headers: Record<string, unknown> }) => request.headers['x-monitor'] === 'yes' }]) {
     const app = Fastify()
