@@ -19,7 +19,10 @@ const redis = () => new Redis({ port: Number(redisPort), host: '127.0.0.1', enab
 
 async function build () {
   const app = Fastify({ logger: false })
-  const [name, layers, storeName] = scenario.split(':')
+  const [name, layerSet, storeName] = scenario.split(':')
+  // `both-settle`, `flood-share`…: the layers, then the edge mode (`edge.mode`) after the dash.
+  const [layers, modeName] = (layerSet ?? '').split('-')
+  const edgeMode = { undefined: 'exact', settle: 'settle', share: 'replica-share' }[modeName]
   const useRedis = storeName === 'redis'
   const quota = layers === 'flood' ? FLOOD : ALL
   let client
@@ -34,7 +37,7 @@ async function build () {
     // No sweep during a run: its first one (60 s) deoptimized consumeOne, a cost per minute, not per request.
     const store = useRedis ? redisStore({ client, heartbeatIntervalMs: 0, timeoutMs: 1000 }) : memoryStore({ sweepIntervalMs: HOUR_MS })
     const refill = quota === ALL ? ALL : FLOOD / FLOOD_WINDOW_S
-    const options = { store, edge: { capacity: quota, refillPerSecond: refill } }
+    const options = { store, edge: { capacity: quota, refillPerSecond: refill, mode: edgeMode } }
     if (layers === 'both') {
       options.app = { tiers: { default: { capacity: quota, refillPerSecond: refill } }, identify: (request) => ({ id: request.headers['x-user'] ?? 'anonymous' }) }
     }

@@ -8,6 +8,7 @@ import { RateLimitedError, StoreUnavailableError } from './errors.js'
 import { HeaderLayout, namedPolicy, writeHeaders, type NamedPolicy } from './headers.js'
 import type { LimitDecision, Settings } from './options.js'
 import type { BucketRequest, StoreDecision } from './store.js'
+import type { BucketPolicy } from './bucket.js'
 
 export type Done = (error?: Error) => void
 
@@ -66,13 +67,23 @@ export function report (step: Step, decision: StoreDecision): LimitDecision {
   return result
 }
 
+/** Layouts under the policies a store applied, by their list: a list that comes back (a replica's share) is laid out once. */
+const appliedLayouts = new WeakMap<readonly BucketPolicy[], HeaderLayout>()
+
+function layoutUnder (layout: HeaderLayout, applied: readonly BucketPolicy[]): HeaderLayout {
+  let under = appliedLayouts.get(applied)
+  if (under === undefined) {
+    under = new HeaderLayout(layout.buckets.map((bucket, i) => namedPolicy(bucket.name, applied[i] as BucketPolicy)))
+    appliedLayouts.set(applied, under)
+  }
+  return under
+}
+
 function finish (settings: Settings, request: FastifyRequest, reply: FastifyReply, step: Step, decision: StoreDecision, done: Done): void {
   // Honest headers when degraded: a local share shows its own policies; an uncounted pass shows none.
   if (settings.headers !== false && decision.degraded !== 'open') {
     const applied = decision.policies
-    const layout = applied === undefined
-      ? step.layout
-      : new HeaderLayout(step.layout.buckets.map((bucket, i) => namedPolicy(bucket.name, applied[i] as typeof bucket.policy)))
+    const layout = applied === undefined ? step.layout : layoutUnder(step.layout, applied)
     writeHeaders(reply, settings.headers, layout, decision.tokens)
   }
   if (decision.allowed) {

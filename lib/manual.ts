@@ -9,11 +9,10 @@
 import type { FastifyRequest } from 'fastify'
 import { read, type BucketPolicy } from './bucket.js'
 import { edgeKey } from './edge.js'
-import { StoreUnsupportedError } from './errors.js'
 import { namedPolicy, type NamedPolicy } from './headers.js'
 import { bucketKey, clientAddress } from './keys.js'
 import { routeBucket, share, type BucketReport, type LimitDecision, type Settings } from './options.js'
-import type { Store } from './store.js'
+import { storeMethod, type Store } from './store.js'
 import { checkKnownKeys, checkNumber, checkObject, checkPolicy, describe, expected, failOption } from './validate.js'
 
 /**
@@ -78,6 +77,8 @@ export interface Manual {
   settings: Settings
   quotaShare: number
   routes: RouteQuotas
+  /** The store the edge decides with (`EdgeSettings.store`; the plugin's store without an edge). */
+  edgeStore: Store
 }
 
 /**
@@ -189,12 +190,11 @@ function checkId (path: string, value: unknown): string {
   return value
 }
 
-/** The store's optional method `name`, bound; `TOLLGATE_STORE_UNSUPPORTED` when the store has none. */
-function storeMethod<K extends 'peek' | 'refund' | 'reset'> (store: Store, name: K): NonNullable<Store[K]> {
-  const method = store[name]
-  if (typeof method !== 'function') throw new StoreUnsupportedError(name)
-  return method.bind(store) as NonNullable<Store[K]>
+/** The store a layer decides with: the edge's own under `edge.mode` 'replica-share' or 'settle'. */
+export function storeOf (m: Manual, layer: LimitDecision['layer']): Store {
+  return layer === 'edge' ? m.edgeStore : m.settings.store
 }
+
 
 /** The overdraft a cost gets on `bucket`: under a quota share, a cost above the share but within the whole quota. */
 export function overdraftOf (m: Manual, bucket: Resolved, cost: number): boolean {
@@ -205,7 +205,7 @@ export function overdraftOf (m: Manual, bucket: Resolved, cost: number): boolean
 export async function peek (m: Manual, target: unknown, policy: unknown, cost: unknown): Promise<PeekDecision> {
   const bucket = resolve(m, target, policy)
   const amount = checkNumber(failOption, 'cost', cost, 0)
-  const reading = await storeMethod(m.settings.store, 'peek')({ key: bucket.key, policy: bucket.named.policy, cost: amount, overdraft: overdraftOf(m, bucket, amount) })
+  const reading = await storeMethod(storeOf(m, bucket.layer), 'peek')({ key: bucket.key, policy: bucket.named.policy, cost: amount, overdraft: overdraftOf(m, bucket, amount) })
   const applied = reading.policy ?? bucket.named.policy
   const decision: PeekDecision = {
     layer: bucket.layer,
@@ -230,7 +230,7 @@ export async function refund (m: Manual, target: unknown, policy: unknown, token
   }
   const amount = checkNumber(failOption, 'tokens', tokens, 0)
   const applied = bucket.named.policy
-  const left = await storeMethod(m.settings.store, 'refund')({ key: bucket.key, policy: applied, cost: amount })
+  const left = await storeMethod(storeOf(m, bucket.layer), 'refund')({ key: bucket.key, policy: applied, cost: amount })
   // A refund records its time: the wait until full is the tokens' alone.
   return level(bucket, applied, left, read({ tokens: left, lastMs: 0 }, applied, 0, 0).fullInMs)
 }
@@ -238,7 +238,8 @@ export async function refund (m: Manual, target: unknown, policy: unknown, token
 /** `fastify.tollgate.reset`: deletes the bucket (full again). */
 export async function reset (m: Manual, target: unknown): Promise<void> {
   const key = resolveKey(m, target)
-  await storeMethod(m.settings.store, 'reset')(key)
+  const layer = typeof target === 'object' && target !== null && (target as { layer?: unknown }).layer === 'edge' ? 'edge' : 'manual'
+  await storeMethod(storeOf(m, layer), 'reset')(key)
 }
 
 function level (bucket: Resolved, policy: BucketPolicy, tokens: number, fullInMs: number): BucketLevel {

@@ -13,8 +13,11 @@ import { checkAllowList, type AllowListOption, type AllowListSettings } from './
 import type { Store } from './store.js'
 import { WARNING_CODES, type WarningCode } from './warnings.js'
 import { MemoryStore } from './stores/memory.js'
+import { ReplicaShareEdge } from './stores/replica-share.js'
+import { SettlingEdge } from './stores/settling.js'
+import { performance } from 'node:perf_hooks'
 import {
-  checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, checkPolicy, checkTiers,
+  checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, checkPolicy, checkTiers, checkTimer,
   describe, expected, failOption, type Fail
 } from './validate.js'
 
@@ -47,8 +50,28 @@ export interface RoutesOnlyEdgeOptions extends EdgeKeyOptions {
   refillPerSecond?: never
 }
 
+/**
+ * How the edge uses a store shared by replicas (`redisStore`); the memory store
+ * never leaves the process, and every mode is the same there.
+ * - `'exact'` (default): every request asks the shared store (one round trip);
+ *   the replicas together admit exactly one quota.
+ * - `'replica-share'`: no call to the store at all: each replica keeps the edge's
+ *   buckets in memory with 1/N of each quota (N: the live replicas the store
+ *   counts). A client pinned to one replica (one keep-alive connection behind an
+ *   L4 balancer) gets 1/N of its quota.
+ * - `'settle'`: no call per request: each replica spends from its view of the
+ *   shared bucket and settles with the store every `settleIntervalMs`, in one call.
+ *   A pinned client gets its whole quota; the replicas together may admit up to
+ *   (N − 1) × (1 + refill × (interval + round trip)) more than one quota.
+ */
+export type EdgeMode = 'exact' | 'replica-share' | 'settle'
+
 /** How the edge knows a client. */
 export interface EdgeKeyOptions {
+  /** How the edge uses a store shared by replicas. Default `'exact'`. */
+  mode?: EdgeMode | undefined
+  /** `mode: 'settle'` only: time between two settlements, in ms. Default 100. */
+  settleIntervalMs?: number | undefined
   /**
    * The client's identity at the edge, e.g. an API-key header:
    * `(request) => request.headers['x-api-key']`. A non-empty string or a finite
@@ -180,6 +203,9 @@ export interface EdgeSettings {
   /** `request.ip` → its bucket key, `{ip:<address>}:edge` (IPv6 by `ipv6Subnet`); cached. */
   keyOfAddress: (ip: string) => string
   ipv6Subnet: number
+  /** The store the edge decides with: the plugin's store (`'exact'`), or a local one in front of it. */
+  store: Store
+  mode: EdgeMode
 }
 
 export interface AppSettings {
@@ -268,11 +294,12 @@ function checkStore (value: unknown): Store {
   return store as Store
 }
 
-function checkEdge (value: unknown, quotaShare: number): EdgeSettings | undefined {
+function checkEdge (value: unknown, store: Store): EdgeSettings | undefined {
   if (value === undefined || value === false) return undefined
   const fail = failOption
+  const quotaShare = store.quotaShare ?? 1
   const edge = checkObject(fail, 'edge', value)
-  const keyOptions = ['key', 'keySecret', 'ipv6Subnet', 'global']
+  const keyOptions = ['key', 'keySecret', 'ipv6Subnet', 'global', 'mode', 'settleIntervalMs']
   if (edge.global !== undefined && typeof edge.global !== 'boolean') expected(fail, 'edge.global', 'a boolean', edge.global)
   let bucket: NamedPolicy | undefined
   if (edge.global === false) {
@@ -287,8 +314,32 @@ function checkEdge (value: unknown, quotaShare: number): EdgeSettings | undefine
     key: edge.key === undefined ? undefined : checkFunction(fail, 'edge.key', edge.key),
     keyOfValue: memoize((value) => bucketKey('key', digest(value), 'edge')),
     keyOfAddress: memoize((ip) => bucketKey('ip', clientAddress(ip, ipv6Subnet), 'edge')),
-    ipv6Subnet
+    ipv6Subnet,
+    ...checkEdgeMode(edge, store)
   }
+}
+
+/** `edge.mode` and `edge.settleIntervalMs`, and the store the edge decides with. */
+function checkEdgeMode (edge: Record<string, unknown>, store: Store): { mode: EdgeMode, store: Store } {
+  const fail = failOption
+  const mode = edge.mode ?? 'exact'
+  if (mode !== 'exact' && mode !== 'replica-share' && mode !== 'settle') expected(fail, 'edge.mode', "'exact', 'replica-share' or 'settle'", mode)
+  if (edge.settleIntervalMs !== undefined && mode !== 'settle') {
+    fail(`Expected \`edge.settleIntervalMs\` only with \`edge.mode: 'settle'\`, got it with \`edge.mode: '${mode}'\``)
+  }
+  const intervalMs = checkTimer(fail, 'edge.settleIntervalMs', edge.settleIntervalMs ?? 100, 1)
+  // The memory store is local already: every mode decides in this process.
+  if (mode === 'exact' || store instanceof MemoryStore) return { mode, store }
+  if (typeof store.liveReplicas !== 'number') {
+    expected(fail, 'edge.mode', `'exact' with a store that does not count its replicas (\`liveReplicas\`, as redisStore does), for '${mode}'`, mode)
+  }
+  const clock = store.localClock ?? ((): number => performance.now())
+  const replicas = (): number => Math.max(1, Math.floor(store.liveReplicas as number))
+  if (mode === 'replica-share') return { mode, store: new ReplicaShareEdge(replicas, clock) }
+  if (typeof store.settle !== 'function') {
+    expected(fail, 'edge.mode', "'exact' or 'replica-share' with a store without `settle()` (redisStore has it), for 'settle'", mode)
+  }
+  return { mode, store: new SettlingEdge({ store: store as Store & Required<Pick<Store, 'settle'>>, replicas, intervalMs, clock }) }
 }
 
 /** At least 16 characters; the error never shows the value, which is a secret. */
@@ -335,7 +386,7 @@ export function checkOptions (value: unknown): Settings {
   checkKnownKeys(fail, 'options', options, OPTION_KEYS)
   const store = checkStore(options.store)
   const quotaShare = store.quotaShare ?? 1
-  const edge = checkEdge(options.edge, quotaShare)
+  const edge = checkEdge(options.edge, store)
   const app = checkApp(options.app, quotaShare)
   if (edge === undefined && app === undefined) {
     fail('Expected at least one layer: `edge` or `app` must be set (both are omitted or `false`)')

@@ -12,10 +12,11 @@ import { report, type Step } from './decide.js'
 import { createEdgeHook } from './edge.js'
 import { HeaderLayout } from './headers.js'
 import { ofClientAddress, memoize } from './key-cache.js'
-import { overdraftOf, peek, refund, reset, resolve, type BucketLevel, type LayerBucket, type PeekDecision, type RouteQuotas } from './manual.js'
+import { overdraftOf, peek, refund, reset, resolve, storeOf, type BucketLevel, type LayerBucket, type PeekDecision, type RouteQuotas } from './manual.js'
 import { RouteTable } from './routes.js'
 import { checkOptions, type LimitDecision, type Settings, type TollgateOptions } from './options.js'
 import { checkNumber, failOption } from './validate.js'
+import { SettlingEdge } from './stores/settling.js'
 import { claimStore, trustProxyOption, Warnings } from './warnings.js'
 import type { BucketPolicy } from './bucket.js'
 
@@ -51,6 +52,13 @@ export interface TollgateDecorator {
   refund (bucket: LayerBucket, tokens?: number): Promise<BucketLevel>
   /** Deletes the bucket: it is full again. */
   reset (key: string | LayerBucket): Promise<void>
+  /**
+   * With `edge.mode: 'settle'`: sends what the edge spent since the last
+   * settlement now, and takes back the shared levels (as the timer does every
+   * `edge.settleIntervalMs`); resolves when the store answered or failed.
+   * Otherwise resolves at once.
+   */
+  settle (): Promise<void>
 }
 
 declare module 'fastify' {
@@ -66,7 +74,7 @@ function argumentsOf (target: unknown, rest: readonly unknown[]): [unknown, unkn
 }
 
 function decorator (settings: Settings, routes: RouteQuotas): TollgateDecorator {
-  const m = { settings, quotaShare: settings.store.quotaShare ?? 1, routes }
+  const m = { settings, quotaShare: settings.store.quotaShare ?? 1, routes, edgeStore: settings.edge?.store ?? settings.store }
   return {
     async consume (target: string | LayerBucket, ...rest: unknown[]) {
       const [policy, cost] = argumentsOf(target, rest)
@@ -78,7 +86,7 @@ function decorator (settings: Settings, routes: RouteQuotas): TollgateDecorator 
         layout: new HeaderLayout([bucket.named]),
         tier: bucket.tier
       }
-      return report(step, await settings.store.consume(step.buckets))
+      return report(step, await storeOf(m, bucket.layer).consume(step.buckets))
     },
     async peek (target: string | LayerBucket, ...rest: unknown[]) {
       const [policy, cost] = argumentsOf(target, rest)
@@ -90,6 +98,9 @@ function decorator (settings: Settings, routes: RouteQuotas): TollgateDecorator 
     },
     async reset (target) {
       return reset(m, target)
+    },
+    async settle () {
+      if (m.edgeStore instanceof SettlingEdge) await m.edgeStore.settleNow()
     }
   }
 }
@@ -101,6 +112,7 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
   const routeErrors: Error[] = []
 
   settings.store.useLogger?.(fastify.log)
+  if (edge !== undefined && edge.store !== settings.store) edge.store.useLogger?.(fastify.log)
   const trustProxy = trustProxyOption(fastify)
   const warnings = new Warnings(fastify.log, settings.warnings, trustProxy)
   // Without trustProxy, request.ip is the connection's address: its keys are kept per connection.
@@ -116,7 +128,7 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
   const allowed = settings.allowList === undefined
     ? undefined
     : allowTest(settings.allowList, settings.allowList.address === undefined ? undefined : ofClientAddress(memoize(settings.allowList.address), perConnection), fastify.log, () => performance.now())
-  if (edge !== undefined) fastify.addHook('onRequest', createEdgeHook(settings, edge, routes, warnings, perConnection, allowed))
+  if (edge !== undefined) fastify.addHook('onRequest', createEdgeHook({ ...settings, store: edge.store }, edge, routes, warnings, perConnection, allowed))
   // Routes already in the router were declared before the plugin loaded, unseen by onRoute:
   // a global hook runs the app layer for them. Fastify prints an empty router as
   // `(empty tree)`; any other text (another version's) adds the hook, the safe side.
@@ -142,6 +154,8 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
   })
   fastify.addHook('onClose', async () => {
     claim.release()
+    // The edge's own store first: it settles what it spent with the shared one.
+    if (edge !== undefined && edge.store !== settings.store) await edge.store.close()
     await settings.store.close()
   })
 }

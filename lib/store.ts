@@ -3,6 +3,7 @@
  * Stores keep bucket state by key and decide with the engine's rules (`bucket.ts`).
  */
 import type { BucketDecision, BucketPolicy, BucketReading } from './bucket.js'
+import { StoreUnsupportedError } from './errors.js'
 
 /** One bucket of a store step. */
 export interface BucketRequest {
@@ -23,6 +24,14 @@ export interface BucketRequest {
    * `memoryStore({ replicas })`; a store that keeps whole quotas may ignore it.
    */
   readonly overdraft?: boolean | undefined
+}
+
+/** Tokens a replica spent from one bucket without asking the store (`Store.settle`). */
+export interface BucketDebit {
+  readonly key: string
+  readonly policy: BucketPolicy
+  /** Tokens spent, finite and ≥ 0. */
+  readonly spent: number
 }
 
 /** A decision, and how it was reached when the store could not use its shared state. */
@@ -88,6 +97,27 @@ export interface Store {
    * full (absent). Rejects (or throws) when the shared state could not be changed.
    */
   reset? (key: string): void | Promise<void>
+  /**
+   * Optional, for `edge.mode: 'settle'`: takes `spent` tokens from each bucket
+   * whatever it holds (it may go into debt: negative tokens, refilled like any
+   * shortfall) and resolves with the tokens each holds then, in order, or `NaN`
+   * for a bucket whose debit was certainly not taken. Keys are distinct. Resolve
+   * only once the outcome is known: a debit that was sent but not answered may
+   * have been taken, and sending it again would count it twice. Rejects (or
+   * throws) when nothing was taken.
+   */
+  settle? (debits: readonly BucketDebit[]): Promise<readonly number[]>
+  /**
+   * Optional, for `edge.mode: 'replica-share'` and `'settle'`: how many replicas
+   * share this store now (an integer ≥ 1), read at each use.
+   */
+  readonly liveReplicas?: number
+  /**
+   * Optional: this process's clock in ms, by which the store decides locally (a
+   * fallback). Edge modes that decide in this process use it too. Default
+   * `performance.now()`.
+   */
+  readonly localClock?: () => number
   /** Releases timers and state when the app closes. Never closes a client the user owns. */
   close (): void | Promise<void>
   /** Called once at register with the app's logger. */
@@ -100,4 +130,11 @@ export interface Store {
    * `prefix` share keys. Default: the store object itself, with no prefix.
    */
   readonly keyspace?: { owner: object, prefix: string }
+}
+
+/** The store's optional method `name`, bound; `TOLLGATE_STORE_UNSUPPORTED` when the store has none. */
+export function storeMethod<K extends 'peek' | 'refund' | 'reset'> (store: Store, name: K): NonNullable<Store[K]> {
+  const method = store[name]
+  if (typeof method !== 'function') throw new StoreUnsupportedError(name)
+  return method.bind(store) as NonNullable<Store[K]>
 }

@@ -30,6 +30,26 @@ local function levelAt (stored, capacity, rate, t)
   local level = stored[1] + elapsed * (rate / 1000)
   if level < capacity then return level end
   return capacity
+end
+-- A bucket's stored state {tokens, last ms}, or false when absent (full).
+local function readState (k)
+  local text = redis.call('GET', k)
+  if not text then return false end
+  local space = string.find(text, ' ', 1, true)
+  return { tonumber(string.sub(text, 1, space - 1)), tonumber(string.sub(text, space + 1)) }
+end
+-- Stores a bucket holding left tokens at now, with a TTL of its time until full; deletes it when full.
+-- The TTL goes as an integer string: redis.call would print a large number with an exponent.
+local function writeState (k, left, capacity, rate)
+  if not (left < capacity) then
+    redis.call('DEL', k)
+    return
+  end
+  local ttl
+  if rate == 0 then ttl = neverFullTtl else ttl = math.ceil((capacity - left) * 1000 / rate) end
+  if fixedTtl then ttl = neverFullTtl end
+  if not (ttl < maxTtl) then ttl = maxTtl end
+  redis.call('SET', k, fmt(left) .. ' ' .. fmt(now), 'PX', string.format('%.0f', ttl))
 end`
 
 /**
@@ -206,12 +226,7 @@ local k = KEYS[1]
 if op == 'reset' then return tostring(redis.call('DEL', k)) end
 local capacity, rate, amount = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 ${HELPERS}
-local stored = false
-local text = redis.call('GET', k)
-if text then
-  local space = string.find(text, ' ', 1, true)
-  stored = { tonumber(string.sub(text, 1, space - 1)), tonumber(string.sub(text, space + 1)) }
-end
+local stored = readState(k)
 local available = levelAt(stored, capacity, rate, now)
 -- retryWait: the ms until the bucket holds wanted, nudged later past rounding until it does.
 local function waitFor (wanted)
@@ -233,17 +248,46 @@ if op == 'peek' then return { fmt(available), fmt(waitFor(amount)), fmt(waitFor(
 -- refund: an absent bucket is full and stays absent; a full one is deleted.
 if not stored then return fmt(capacity) end
 local left = available + amount
-if not (left < capacity) then
-  redis.call('DEL', k)
-  return fmt(capacity)
-end
-local ttl
-if rate == 0 then ttl = neverFullTtl else ttl = math.ceil((capacity - left) * 1000 / rate) end
-if fixedTtl then ttl = neverFullTtl end
-if not (ttl < maxTtl) then ttl = maxTtl end
-redis.call('SET', k, fmt(left) .. ' ' .. fmt(now), 'PX', string.format('%.0f', ttl))
+writeState(k, left, capacity, rate)
+if not (left < capacity) then return fmt(capacity) end
 return fmt(left)
 `
+
+/**
+ * Settlement (`edge.mode: 'settle'`): takes from each bucket the tokens a replica
+ * spent locally, whatever the bucket holds, so that it may go into debt (negative
+ * tokens, refilled like any shortfall), and returns the tokens each holds then.
+ * Every key once per call.
+ *
+ * KEYS: the bucket keys, in order; on a Cluster KEYS holds only the first and ARGV
+ *       ends with every key (as the consume script).
+ * ARGV: now, the never-full TTL and the fixed-TTL flag (as the consume script),
+ *       the number of buckets, the number of keys at the end of ARGV (0: the keys
+ *       are KEYS), then per bucket: capacity, refill per second, tokens spent.
+ * Returns, per bucket, its tokens after the debit as a string (at most capacity).
+ */
+const settleBody = `
+${CLOCK}
+${HELPERS}
+local count = tonumber(ARGV[4])
+local keysInArgv = tonumber(ARGV[5])
+local out = {}
+for i = 1, count do
+  local k = KEYS[i]
+  if keysInArgv > 0 then k = ARGV[#ARGV - keysInArgv + i] end
+  local capacity, rate, spent = tonumber(ARGV[3 + 3 * i]), tonumber(ARGV[4 + 3 * i]), tonumber(ARGV[5 + 3 * i])
+  local left = levelAt(readState(k), capacity, rate, now) - spent
+  writeState(k, left, capacity, rate)
+  out[i] = fmt(left)
+end
+return out
+`
+
+/** Settlement on a single Redis. */
+export const SETTLE_SCRIPT = settleBody
+
+/** Settlement on a Cluster node: the keys of one call may live in several of its slots. */
+export const SETTLE_SCRIPT_CLUSTER = '#!lua flags=allow-cross-slot-keys\n' + settleBody
 
 /**
  * Heartbeat: KEYS[1] is a sorted set of replica ids scored by their last beat

@@ -17,7 +17,7 @@ import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import { tokensNeeded, type BucketPolicy } from '../bucket.js'
 import { StoreUnavailableError } from '../errors.js'
-import type { BucketRequest, Store, StoreDecision, StoreLogger, StoreReading } from '../store.js'
+import type { BucketDebit, BucketRequest, Store, StoreDecision, StoreLogger, StoreReading } from '../store.js'
 import {
   checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, checkTimer, expected, failOption
 } from '../validate.js'
@@ -28,7 +28,8 @@ import { MemoryStore } from './memory.js'
 import { DenyCache } from './deny-cache.js'
 import { callScript, MAX_BATCH, MicroBatcher, SINGLE_NODE, type Pending, type ScriptCall, type ScriptDecision, type ScriptCallOptions } from './redis-batch.js'
 import { callBucketScript, parseReading, type BucketOperation, type BucketScriptOptions } from './redis-bucket.js'
-import { BUCKET_SCRIPT, CONSUME_SCRIPT, CONSUME_SCRIPT_CLUSTER, HEARTBEAT_SCRIPT, parseNumber } from './redis-script.js'
+import { BUCKET_SCRIPT, CONSUME_SCRIPT, CONSUME_SCRIPT_CLUSTER, HEARTBEAT_SCRIPT, parseNumber, SETTLE_SCRIPT, SETTLE_SCRIPT_CLUSTER } from './redis-script.js'
+import { callSettleScript, type SettleScriptOptions } from './redis-settle.js'
 
 /** What to do when Redis cannot answer in time. */
 export type FailMode = 'open' | 'closed' | 'local'
@@ -100,6 +101,8 @@ const CONSUME_COMMAND = 'tollgateConsume'
 const CONSUME_CLUSTER_COMMAND = 'tollgateConsumeCluster'
 const HEARTBEAT_COMMAND = 'tollgateHeartbeat'
 const BUCKET_COMMAND = 'tollgateBucket'
+const SETTLE_COMMAND = 'tollgateSettle'
+const SETTLE_CLUSTER_COMMAND = 'tollgateSettleCluster'
 /** The heartbeat's sorted set; hash-tagged like every other key. */
 const REPLICAS_KEY = '{replicas}'
 const OPTION_KEYS = [
@@ -122,6 +125,8 @@ export class RedisStore implements Store {
   private readonly logIntervalMs: number
   private readonly connectWaitMs: number
   private readonly now: () => number
+  /** This process's clock (ms): the local fallback's, and the edge modes' that decide locally. */
+  readonly localClock: () => number
   private readonly replicaId = randomUUID()
   private readonly heartbeatIntervalMs: number
   private heartbeatTimer: NodeJS.Timeout | undefined
@@ -130,6 +135,8 @@ export class RedisStore implements Store {
 
   private readonly script: ScriptCallOptions
   private readonly bucketScript: BucketScriptOptions
+  private readonly settleScript: SettleScriptOptions
+  private readonly maxBatch: number
   private readonly batcher: MicroBatcher
   private readonly breaker: CircuitBreaker
 
@@ -165,11 +172,13 @@ export class RedisStore implements Store {
     const denyCacheSize = checkInteger(fail, 'redisStore.denyCacheSize', given.denyCacheSize ?? 10_000, 0)
     this.denials = denyCacheSize > 0 ? new DenyCache(denyCacheSize) : undefined
     const maxBatch = checkInteger(fail, 'redisStore.maxBatch', given.maxBatch ?? 500, 1, MAX_BATCH)
+    this.maxBatch = maxBatch
     this.neverFullTtlMs = checkInteger(fail, 'redisStore.neverFullTtlMs', given.neverFullTtlMs ?? 86_400_000, 1)
     this.logIntervalMs = checkNumber(fail, 'redisStore.logIntervalMs', given.logIntervalMs ?? 10_000, 0)
     this.connectWaitMs = checkTimer(fail, 'redisStore.connectWaitMs', given.connectWaitMs ?? 3000, 0)
     const testClock = given.clock === undefined ? undefined : checkFunction<() => number>(fail, 'redisStore.clock', given.clock)
     this.now = testClock ?? ((): number => performance.now())
+    this.localClock = this.now
     this.fallback = new MemoryStore({ clock: this.now })
     this.breaker = new CircuitBreaker(breakerThreshold, probeIntervalMs)
 
@@ -178,6 +187,8 @@ export class RedisStore implements Store {
     this.client.defineCommand(CONSUME_CLUSTER_COMMAND, { lua: CONSUME_SCRIPT_CLUSTER })
     this.client.defineCommand(HEARTBEAT_COMMAND, { lua: HEARTBEAT_SCRIPT, numberOfKeys: 1 })
     this.client.defineCommand(BUCKET_COMMAND, { lua: BUCKET_SCRIPT, numberOfKeys: 1 })
+    this.client.defineCommand(SETTLE_COMMAND, { lua: SETTLE_SCRIPT })
+    this.client.defineCommand(SETTLE_CLUSTER_COMMAND, { lua: SETTLE_SCRIPT_CLUSTER })
     const commands = this.client as unknown as Record<string, ScriptCall>
     this.heartbeatCommand = commands[HEARTBEAT_COMMAND] as ScriptCall
     this.script = {
@@ -189,6 +200,7 @@ export class RedisStore implements Store {
       clock: testClock
     }
     this.bucketScript = { client: this.client, command: commands[BUCKET_COMMAND] as ScriptCall, neverFullTtlMs: this.neverFullTtlMs, clock: testClock }
+    this.settleScript = { ...this.script, command: commands[cluster ? SETTLE_CLUSTER_COMMAND : SETTLE_COMMAND] as ScriptCall }
     this.batcher = new MicroBatcher({
       maxBatch,
       nodeOf: cluster ? (buckets) => this.nodeOf((buckets[0] as BucketRequest).key) : undefined,
@@ -373,6 +385,42 @@ export class RedisStore implements Store {
   async reset (key: string): Promise<void> {
     this.fallback.reset(key)
     await this.write('reset', key, undefined, 0)
+  }
+
+  /**
+   * Debits the tokens `edge.mode: 'settle'` spent locally (see `Store.settle`): one
+   * call of the settle script per node and `maxBatch` buckets. Not bounded by
+   * `timeoutMs`: a call that Redis was slow to answer may still have been applied,
+   * so it resolves when Redis answers (the caller decides locally meanwhile), with
+   * `NaN` for the buckets of a call that failed (not applied). Throws
+   * `StoreUnavailableError` when the breaker is open (nothing sent).
+   */
+  async settle (debits: readonly BucketDebit[]): Promise<number[]> {
+    if (!this.breaker.allows(this.now())) throw new StoreUnavailableError()
+    const groups = new Map<string, number[]>()
+    debits.forEach((debit, i) => {
+      const node = this.script.cluster ? this.nodeOf(debit.key) : SINGLE_NODE
+      const group = groups.get(node)
+      if (group === undefined) groups.set(node, [i])
+      else group.push(i)
+    })
+    const levels = new Array<number>(debits.length).fill(NaN)
+    const calls: Array<Promise<void>> = []
+    for (const indexes of groups.values()) {
+      for (let start = 0; start < indexes.length; start += this.maxBatch) {
+        const chunk = indexes.slice(start, start + this.maxBatch)
+        calls.push(callSettleScript(this.settleScript, chunk.map((i) => debits[i] as BucketDebit)).then((answer) => {
+          this.answered()
+          chunk.forEach((i, j) => { levels[i] = answer[j] as number })
+        }))
+      }
+    }
+    await Promise.all(calls.map(async (call) => call.catch((error: unknown) => {
+      this.breaker.failed(this.now())
+      this.log('error', 'settle-failed', { err: error, breaker: this.breaker.state },
+        'fastify-tollgate: Redis settlement failed; the edge decides locally until Redis answers')
+    })))
+    return levels
   }
 
   /** The reading when Redis cannot be used, by `failMode`. Throws for `'closed'`. */

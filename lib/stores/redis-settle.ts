@@ -1,0 +1,37 @@
+/**
+ * The Redis store's settlement, behind `edge.mode: 'settle'`: the tokens replicas
+ * spent locally, debited from the shared buckets in one call of the settle script
+ * (redis-script.ts) per node, at most `maxBatch` buckets each.
+ */
+import type { BucketDebit } from '../store.js'
+import type { ScriptCall } from './redis-batch.js'
+import type { RedisClientLike } from './redis.js'
+import { parseNumber } from './redis-script.js'
+
+/** What a call of the settle script needs. */
+export interface SettleScriptOptions {
+  client: RedisClientLike
+  /** The settle script as defined on the client (the Cluster variant on a Cluster). */
+  command: ScriptCall
+  /** A Cluster: the keys go at the end of ARGV, and KEYS holds only the first. */
+  cluster: boolean
+  /** Prepended to every bucket key. */
+  prefix: string
+  /** TTL of a bucket that never refills, in ms. */
+  neverFullTtlMs: number
+  /** Tests only: the time passed to the script (ms); undefined: Redis `TIME`. */
+  clock: (() => number) | undefined
+}
+
+/** Debits `debits` (distinct keys, one node); resolves with each bucket's tokens then, in order. */
+export async function callSettleScript (options: SettleScriptOptions, debits: readonly BucketDebit[]): Promise<number[]> {
+  const { client, command, cluster, prefix, neverFullTtlMs, clock } = options
+  const keys = debits.map((debit) => prefix + debit.key)
+  const args: number[] = []
+  for (const { policy, spent } of debits) args.push(policy.capacity, policy.refillPerSecond, spent)
+  const head = [clock === undefined ? '' : clock(), neverFullTtlMs, clock === undefined ? '0' : '1', debits.length]
+  const reply = await (cluster
+    ? command.call(client, 1, keys[0] as string, head, keys.length, args, keys)
+    : command.call(client, keys.length, keys, head, 0, args))
+  return (reply as unknown[]).map(parseNumber)
+}
