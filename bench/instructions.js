@@ -97,13 +97,16 @@ function traceEvents (text) {
 async function commandStats (client) {
   const info = await client.info('commandstats')
   let calls = 0
+  let scripts = 0
   let usec = 0
   for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) {
     if (m[1] === 'info') continue
     calls += Number(m[2])
+    // A script's own commands count too: the round trips are the EVALSHA and EVAL calls.
+    if (m[1] === 'evalsha' || m[1] === 'eval') scripts += Number(m[2])
     usec += Number(m[3])
   }
-  return { calls, usec }
+  return { calls, scripts, usec }
 }
 
 const REQUEST = Buffer.from('GET / HTTP/1.1\r\nHost: localhost\r\n\r\n')
@@ -225,6 +228,7 @@ export async function measure (scenario, { connections, warmup, measured, window
     if (before !== undefined) {
       const served = per * windows
       out.redisCommandsPerRequest = (after.calls - before.calls) / served
+      out.redisScriptsPerRequest = (after.scripts - before.scripts) / served
       out.redisUsPerRequest = (after.usec - before.usec) / served
     }
     // keep: the caller reads the dumps (and V8's /tmp/perf-<pid>.map) and removes `dir`.
@@ -261,8 +265,8 @@ async function pool (tasks, jobs) {
 export function renderTable (rows) {
   const bare = rows.find((r) => r.scenario === 'bare')
   const redis = rows.some((r) => r.runs[0]?.redisCommandsPerRequest !== undefined)
-  let md = `| scenario | min | median | max | spread | median over bare | 2xx | windows left out |${redis ? ' Redis commands / req | Redis µs / req |' : ''}\n`
-  md += `|---|---:|---:|---:|---:|---:|---:|---:|${redis ? '---:|---:|' : ''}\n`
+  let md = `| scenario | min | median | max | spread | median over bare | 2xx | windows left out |${redis ? ' Redis commands / req | script calls / req | Redis µs / req |' : ''}\n`
+  md += `|---|---:|---:|---:|---:|---:|---:|---:|${redis ? '---:|---:|---:|' : ''}\n`
   for (const row of rows) {
     const values = row.runs.map((r) => r.perRequest)
     const mid = median(values)
@@ -274,7 +278,7 @@ export function renderTable (rows) {
     md += `| ${row.scenario} | ${k(Math.min(...values))} | ${k(mid)} | ${k(Math.max(...values))} | ${(100 * spread).toFixed(2)}% | ${over} | ${ok} | ${leftOut} of ${windows} |`
     if (redis) {
       const commands = row.runs[0]?.redisCommandsPerRequest
-      md += commands === undefined ? ' | |' : ` ${median(row.runs.map((r) => r.redisCommandsPerRequest)).toFixed(3)} | ${median(row.runs.map((r) => r.redisUsPerRequest)).toFixed(2)} |`
+      md += commands === undefined ? ' | | |' : ` ${median(row.runs.map((r) => r.redisCommandsPerRequest)).toFixed(3)} | ${median(row.runs.map((r) => r.redisScriptsPerRequest)).toFixed(3)} | ${median(row.runs.map((r) => r.redisUsPerRequest)).toFixed(2)} |`
     }
     md += '\n'
   }

@@ -8,11 +8,11 @@ export type { LayerBucket, PeekDecision, BucketLevel } from './manual.js'
 export { memoryStore, MemoryStore, type MemoryStoreOptions } from './stores/memory.js'
 export { redisStore, RedisStore, type RedisStoreOptions, type RedisClientLike, type FailMode } from './stores/redis.js'
 export type { Store, BucketRequest, StoreDecision, StoreLogger } from './store.js'
-export type { StoreReading, BucketDebit } from './store.js'
+export type { StoreReading, BucketDebit, BucketSettlement } from './store.js'
 export { consume, tokensAt, msUntil, msUntilFull, retryWait, type BucketPolicy, type BucketState, type BucketDecision } from './bucket.js'
 export { read, refund, type BucketReading } from './bucket.js'
 export type {
-  TollgateOptions, EdgeOptions, EdgeMode, GlobalEdgeOptions, RoutesOnlyEdgeOptions, EdgeKeyOptions, AppOptions, AppHookName, Identity, TierPolicies,
+  TollgateOptions, EdgeOptions, EdgeMode, EdgeModeOptions, GlobalEdgeOptions, RoutesOnlyEdgeOptions, EdgeKeyOptions, AppOptions, AppHookName, Identity, TierPolicies,
   RouteRateLimit, RouteCost, LimitDecision, BucketReport
 } from './options.js'
 export type { HeaderStyle } from './headers.js'

@@ -17,7 +17,7 @@ import { ReplicaShareEdge } from './stores/replica-share.js'
 import { SettlingEdge } from './stores/settling.js'
 import { performance } from 'node:perf_hooks'
 import {
-  checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, checkPolicy, checkTiers, checkTimer,
+  checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, checkPolicy, checkTiers,
   describe, expected, failOption, type Fail
 } from './validate.js'
 
@@ -33,7 +33,16 @@ export interface Identity {
 export type TierPolicies = { default: BucketPolicy } & Record<string, BucketPolicy>
 
 /** The edge layer: a bucket per client for every request (`capacity`, `refillPerSecond`), or, with `global: false`, only the routes' own edge buckets. */
-export type EdgeOptions = GlobalEdgeOptions | RoutesOnlyEdgeOptions
+export type EdgeOptions = (GlobalEdgeOptions | RoutesOnlyEdgeOptions) & EdgeModeOptions
+
+/** `edge.mode`, and `edge.settleIntervalMs` with `'settle'` only. */
+export type EdgeModeOptions =
+  | { mode?: 'exact' | 'replica-share' | undefined, settleIntervalMs?: never }
+  | {
+    mode: 'settle'
+    /** Time between two settlements, in ms (an integer from 1 to 60 000). Default 100. */
+    settleIntervalMs?: number | undefined
+  }
 
 export interface GlobalEdgeOptions extends BucketPolicy, EdgeKeyOptions {
   /** `true` (default): every request takes a token from the client's edge bucket. */
@@ -59,19 +68,18 @@ export interface RoutesOnlyEdgeOptions extends EdgeKeyOptions {
  *   buckets in memory with 1/N of each quota (N: the live replicas the store
  *   counts). A client pinned to one replica (one keep-alive connection behind an
  *   L4 balancer) gets 1/N of its quota.
- * - `'settle'`: no call per request: each replica spends from its view of the
- *   shared bucket and settles with the store every `settleIntervalMs`, in one call.
- *   A pinned client gets its whole quota; the replicas together may admit up to
- *   (N − 1) × (1 + refill × (interval + round trip)) more than one quota.
+ * - `'settle'`: no call per request: each replica spends tokens it reserved in the
+ *   shared bucket, and settles with the store every `settleIntervalMs` (one call
+ *   per node: spends, reservations). The replicas together admit one quota; a
+ *   key's first requests at a replica spend up to max(1, B / N) before its first
+ *   settlement, more than one quota only when others drained the key already. A
+ *   pinned client gets max(1, B / N) at once, and its whole quota within a few
+ *   settlements (see lib/stores/settling.ts).
  */
 export type EdgeMode = 'exact' | 'replica-share' | 'settle'
 
 /** How the edge knows a client. */
 export interface EdgeKeyOptions {
-  /** How the edge uses a store shared by replicas. Default `'exact'`. */
-  mode?: EdgeMode | undefined
-  /** `mode: 'settle'` only: time between two settlements, in ms. Default 100. */
-  settleIntervalMs?: number | undefined
   /**
    * The client's identity at the edge, e.g. an API-key header:
    * `(request) => request.headers['x-api-key']`. A non-empty string or a finite
@@ -319,26 +327,29 @@ function checkEdge (value: unknown, store: Store): EdgeSettings | undefined {
   }
 }
 
+/** The longest `edge.settleIntervalMs`: the edge's excess over one quota grows with it. */
+const MAX_SETTLE_INTERVAL_MS = 60_000
+
 /** `edge.mode` and `edge.settleIntervalMs`, and the store the edge decides with. */
 function checkEdgeMode (edge: Record<string, unknown>, store: Store): { mode: EdgeMode, store: Store } {
   const fail = failOption
-  const mode = edge.mode ?? 'exact'
+  const mode = edge.mode === undefined ? 'exact' : edge.mode
   if (mode !== 'exact' && mode !== 'replica-share' && mode !== 'settle') expected(fail, 'edge.mode', "'exact', 'replica-share' or 'settle'", mode)
   if (edge.settleIntervalMs !== undefined && mode !== 'settle') {
-    fail(`Expected \`edge.settleIntervalMs\` only with \`edge.mode: 'settle'\`, got it with \`edge.mode: '${mode}'\``)
+    const given = edge.mode === undefined ? "`edge.mode` left to its default, 'exact'" : `\`edge.mode: '${mode}'\``
+    fail(`Expected \`edge.settleIntervalMs\` only with \`edge.mode: 'settle'\`, got it with ${given}`)
   }
-  const intervalMs = checkTimer(fail, 'edge.settleIntervalMs', edge.settleIntervalMs ?? 100, 1)
+  const intervalMs = checkInteger(fail, 'edge.settleIntervalMs', edge.settleIntervalMs ?? 100, 1)
+  if (intervalMs > MAX_SETTLE_INTERVAL_MS) expected(fail, 'edge.settleIntervalMs', `an integer from 1 to ${MAX_SETTLE_INTERVAL_MS} (ms)`, intervalMs)
   // The memory store is local already: every mode decides in this process.
   if (mode === 'exact' || store instanceof MemoryStore) return { mode, store }
-  if (typeof store.liveReplicas !== 'number') {
-    expected(fail, 'edge.mode', `'exact' with a store that does not count its replicas (\`liveReplicas\`, as redisStore does), for '${mode}'`, mode)
+  const needs = mode === 'settle' ? '`liveReplicas` and `settle()`' : '`liveReplicas`'
+  if (typeof store.liveReplicas !== 'number' || (mode === 'settle' && typeof store.settle !== 'function')) {
+    fail(`Expected a store with ${needs} (as redisStore has) for \`edge.mode: '${mode}'\`, got a store without; with this store, use \`edge.mode: 'exact'\``)
   }
   const clock = store.localClock ?? ((): number => performance.now())
   const replicas = (): number => Math.max(1, Math.floor(store.liveReplicas as number))
   if (mode === 'replica-share') return { mode, store: new ReplicaShareEdge(replicas, clock) }
-  if (typeof store.settle !== 'function') {
-    expected(fail, 'edge.mode', "'exact' or 'replica-share' with a store without `settle()` (redisStore has it), for 'settle'", mode)
-  }
   return { mode, store: new SettlingEdge({ store: store as Store & Required<Pick<Store, 'settle'>>, replicas, intervalMs, clock }) }
 }
 

@@ -26,12 +26,24 @@ export interface BucketRequest {
   readonly overdraft?: boolean | undefined
 }
 
-/** Tokens a replica spent from one bucket without asking the store (`Store.settle`). */
+/** What a replica settles of one bucket (`Store.settle`). */
 export interface BucketDebit {
   readonly key: string
   readonly policy: BucketPolicy
-  /** Tokens spent, finite and ≥ 0. */
+  /**
+   * Tokens spent without a reservation, less reserved tokens given back: taken
+   * whatever the bucket holds (it may go into debt); a negative number gives
+   * tokens back, never above capacity.
+   */
   readonly spent: number
+  /** Tokens to reserve for this replica (≥ 0), taken from what the bucket then holds, at most all of it. */
+  readonly reserve: number
+}
+
+/** A bucket after a settlement: its tokens (`NaN`: the debit was certainly not taken) and the tokens reserved. */
+export interface BucketSettlement {
+  tokens: number
+  reserved: number
 }
 
 /** A decision, and how it was reached when the store could not use its shared state. */
@@ -98,15 +110,15 @@ export interface Store {
    */
   reset? (key: string): void | Promise<void>
   /**
-   * Optional, for `edge.mode: 'settle'`: takes `spent` tokens from each bucket
-   * whatever it holds (it may go into debt: negative tokens, refilled like any
-   * shortfall) and resolves with the tokens each holds then, in order, or `NaN`
-   * for a bucket whose debit was certainly not taken. Keys are distinct. Resolve
-   * only once the outcome is known: a debit that was sent but not answered may
-   * have been taken, and sending it again would count it twice. Rejects (or
-   * throws) when nothing was taken.
+   * Optional, for `edge.mode: 'settle'`: for each bucket, takes `spent` whatever
+   * it holds, then reserves up to `reserve` of what it holds (see `BucketDebit`),
+   * atomically per bucket; resolves with each bucket's settlement, in order, with
+   * `tokens: NaN` for a bucket whose debit was certainly not taken. A key may
+   * come twice: its debits are taken in order. Resolve only once the outcome is
+   * known: a debit that was sent but not answered may have been taken. Rejects
+   * (or throws) when nothing was taken.
    */
-  settle? (debits: readonly BucketDebit[]): Promise<readonly number[]>
+  settle? (debits: readonly BucketDebit[]): Promise<readonly BucketSettlement[]>
   /**
    * Optional, for `edge.mode: 'replica-share'` and `'settle'`: how many replicas
    * share this store now (an integer ≥ 1), read at each use.

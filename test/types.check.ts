@@ -39,7 +39,15 @@ const stringCapacity: TollgateOptions = { edge: { capacity: '10', refillPerSecon
 const badHook: TollgateOptions = { app: { tiers: { default: { capacity: 1, refillPerSecond: 1 } }, hook: 'onSend' } }
 // @ts-expect-error: unknown option
 const unknownOption: TollgateOptions = { edge: { capacity: 1, refillPerSecond: 1 }, limit: 5 }
-void [noDefault, stringCapacity, badHook, unknownOption]
+// @ts-expect-error: settleIntervalMs goes with edge.mode 'settle' only
+const intervalWithoutSettle: TollgateOptions = { edge: { capacity: 1, refillPerSecond: 1, mode: 'exact', settleIntervalMs: 50 } }
+// @ts-expect-error: not an edge mode
+const badMode: TollgateOptions = { edge: { capacity: 1, refillPerSecond: 1, mode: 'Settle' } }
+void [noDefault, stringCapacity, badHook, unknownOption, intervalWithoutSettle, badMode]
+// Edge modes: 'settle' with its interval, 'replica-share', also with `global: false`.
+void app.register(tollgate, { edge: { capacity: 30, refillPerSecond: 10, mode: 'settle', settleIntervalMs: 50 } })
+void app.register(tollgate, { edge: { global: false, mode: 'replica-share' } })
+void app.tollgate.settle()
 
 // Route config is typed by declaration merging.
 app.post('/export', { config: { rateLimit: { cost: 10 } } }, async () => 'ok')

@@ -1,9 +1,10 @@
 /**
- * The Redis store's settlement, behind `edge.mode: 'settle'`: the tokens replicas
- * spent locally, debited from the shared buckets in one call of the settle script
- * (redis-script.ts) per node, at most `maxBatch` buckets each.
+ * The Redis store's settlement, behind `edge.mode: 'settle'`: what replicas spent
+ * locally, debited from the shared buckets, and their next reservations, in one
+ * call of the settle script (redis-script.ts) per node, at most `maxBatch`
+ * buckets each.
  */
-import type { BucketDebit } from '../store.js'
+import type { BucketDebit, BucketSettlement } from '../store.js'
 import type { ScriptCall } from './redis-batch.js'
 import type { RedisClientLike } from './redis.js'
 import { parseNumber } from './redis-script.js'
@@ -23,15 +24,15 @@ export interface SettleScriptOptions {
   clock: (() => number) | undefined
 }
 
-/** Debits `debits` (distinct keys, one node); resolves with each bucket's tokens then, in order. */
-export async function callSettleScript (options: SettleScriptOptions, debits: readonly BucketDebit[]): Promise<number[]> {
+/** Settles `debits` (distinct keys, one node); resolves with each bucket's tokens and reservation then, in order. */
+export async function callSettleScript (options: SettleScriptOptions, debits: readonly BucketDebit[]): Promise<BucketSettlement[]> {
   const { client, command, cluster, prefix, neverFullTtlMs, clock } = options
   const keys = debits.map((debit) => prefix + debit.key)
   const args: number[] = []
-  for (const { policy, spent } of debits) args.push(policy.capacity, policy.refillPerSecond, spent)
+  for (const { policy, spent, reserve } of debits) args.push(policy.capacity, policy.refillPerSecond, spent, reserve)
   const head = [clock === undefined ? '' : clock(), neverFullTtlMs, clock === undefined ? '0' : '1', debits.length]
-  const reply = await (cluster
+  const reply = (await (cluster
     ? command.call(client, 1, keys[0] as string, head, keys.length, args, keys)
-    : command.call(client, keys.length, keys, head, 0, args))
-  return (reply as unknown[]).map(parseNumber)
+    : command.call(client, keys.length, keys, head, 0, args))) as unknown[]
+  return debits.map((_debit, i) => ({ tokens: parseNumber(reply[2 * i]), reserved: parseNumber(reply[2 * i + 1]) }))
 }

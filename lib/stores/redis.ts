@@ -17,7 +17,7 @@ import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import { tokensNeeded, type BucketPolicy } from '../bucket.js'
 import { StoreUnavailableError } from '../errors.js'
-import type { BucketDebit, BucketRequest, Store, StoreDecision, StoreLogger, StoreReading } from '../store.js'
+import type { BucketDebit, BucketRequest, BucketSettlement, Store, StoreDecision, StoreLogger, StoreReading } from '../store.js'
 import {
   checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, checkTimer, expected, failOption
 } from '../validate.js'
@@ -388,14 +388,15 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Debits the tokens `edge.mode: 'settle'` spent locally (see `Store.settle`): one
-   * call of the settle script per node and `maxBatch` buckets. Not bounded by
+   * Settles what `edge.mode: 'settle'` spent locally and reserves its next tokens
+   * (see `Store.settle`): one call of the settle script per node and `maxBatch`
+   * buckets. Not bounded by
    * `timeoutMs`: a call that Redis was slow to answer may still have been applied,
    * so it resolves when Redis answers (the caller decides locally meanwhile), with
-   * `NaN` for the buckets of a call that failed (not applied). Throws
+   * `tokens: NaN` for the buckets of a call that failed (not applied). Throws
    * `StoreUnavailableError` when the breaker is open (nothing sent).
    */
-  async settle (debits: readonly BucketDebit[]): Promise<number[]> {
+  async settle (debits: readonly BucketDebit[]): Promise<BucketSettlement[]> {
     if (!this.breaker.allows(this.now())) throw new StoreUnavailableError()
     const groups = new Map<string, number[]>()
     debits.forEach((debit, i) => {
@@ -404,14 +405,14 @@ export class RedisStore implements Store {
       if (group === undefined) groups.set(node, [i])
       else group.push(i)
     })
-    const levels = new Array<number>(debits.length).fill(NaN)
+    const settlements = debits.map((): BucketSettlement => ({ tokens: NaN, reserved: 0 }))
     const calls: Array<Promise<void>> = []
     for (const indexes of groups.values()) {
       for (let start = 0; start < indexes.length; start += this.maxBatch) {
         const chunk = indexes.slice(start, start + this.maxBatch)
         calls.push(callSettleScript(this.settleScript, chunk.map((i) => debits[i] as BucketDebit)).then((answer) => {
           this.answered()
-          chunk.forEach((i, j) => { levels[i] = answer[j] as number })
+          chunk.forEach((i, j) => { settlements[i] = answer[j] as BucketSettlement })
         }))
       }
     }
@@ -420,7 +421,7 @@ export class RedisStore implements Store {
       this.log('error', 'settle-failed', { err: error, breaker: this.breaker.state },
         'fastify-tollgate: Redis settlement failed; the edge decides locally until Redis answers')
     })))
-    return levels
+    return settlements
   }
 
   /** The reading when Redis cannot be used, by `failMode`. Throws for `'closed'`. */

@@ -28,7 +28,8 @@ export class ReplicaShareEdge implements Store {
 
   consume (buckets: readonly BucketRequest[]): StoreDecision {
     const policies = this.policiesOf(buckets)
-    const local = buckets.map((bucket, i) => ({ key: bucket.key, policy: policies[i] as BucketPolicy, cost: bucket.cost }))
+    // A cost above the share but within the whole quota overdraws the share (bucket.ts, tokensNeeded).
+    const local = buckets.map((bucket, i) => ({ key: bucket.key, policy: policies[i] as BucketPolicy, cost: bucket.cost, overdraft: bucket.cost <= bucket.policy.capacity }))
     const decision: StoreDecision = this.local.consume(local)
     decision.policies = policies
     return decision
@@ -37,7 +38,7 @@ export class ReplicaShareEdge implements Store {
   peek (bucket: BucketRequest): StoreReading {
     this.count()
     const policy = this.shareOf(bucket.policy)
-    return { ...this.local.peek({ key: bucket.key, policy, cost: bucket.cost }), policy }
+    return { ...this.local.peek({ key: bucket.key, policy, cost: bucket.cost, overdraft: bucket.cost <= bucket.policy.capacity }), policy }
   }
 
   refund (bucket: BucketRequest): number {

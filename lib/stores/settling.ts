@@ -1,56 +1,83 @@
 /**
- * `edge.mode: 'settle'`: the edge decides from this replica's view of each shared
- * bucket, never waiting for the shared store, and settles with it in the
- * background: every `intervalMs`, one call (per node) sends what was spent per
- * key since the last settlement and takes back each bucket's level.
+ * `edge.mode: 'settle'`: the edge decides in this process, never waiting for the
+ * shared store, from tokens each replica reserved in the shared bucket; every
+ * `intervalMs` one call (per node) settles with the store.
  *
- * A view is the shared bucket as the last settlement left it, refilled locally
- * and debited by local spends. Between two settlements a replica also spends no
- * more than its allowance: max(1, L / N) (L the level the last settlement gave, N
- * the live replicas), plus the refill since. N replicas together then spend at
- * most what the bucket held, plus each one's refill over the interval and the
- * rounding up to one token: over any t seconds a key is admitted at most
- * B + R·t + (N − 1)·(1 + R·(I + RTT)), I the interval. A key seen for the first
- * time starts full, with an allowance of max(1, B / N). A client pinned to one
- * replica gets its whole quota: its allowance is renewed at every settlement.
+ * Each replica keeps, per key, the tokens it reserved in the shared bucket and
+ * spends them without asking. A settlement takes, per key used since the last:
+ * the tokens spent without a reservation, gives back a reservation larger than
+ * the replica needs, and reserves its next tokens (twice what it spent in the last
+ * interval, at least max(1, B / N), at most B; N the live replicas), all
+ * atomically in the shared bucket. Reserved tokens are out of the bucket, so the
+ * replicas together never spend a reserved token twice. The one spend without a
+ * reservation is a key's first at a replica: until its first settlement it may
+ * spend max(1, B / N), taken from the shared bucket afterwards whatever it holds
+ * (it may go into debt, refilled like any shortfall). A key is admitted at most
+ * B + R·t over any t seconds, plus max(1, B / N) for each replica that starts a
+ * view of a key others have drained (a view is kept until the shared bucket is
+ * full again). A client pinned to one replica gets max(1, B / N) at once, then
+ * its reservation doubles at each settlement up to the whole quota.
  *
- * When a settlement fails (the store is down or its breaker open), the edge
- * decides by each replica's share (as `'replica-share'`) and keeps counting what
- * it spends; the first settlement that succeeds debits it all, and the views
- * take back the shared levels.
+ * When settlements fail (the store is down, or a settlement has waited
+ * `intervalMs` unanswered), the edge decides by each replica's share (as
+ * `'replica-share'`) and counts what it spends; the first settlement answered
+ * takes it all. A settlement unanswered after `answerDeadlineMs` is taken as
+ * applied (its debits are not sent again) and the next one goes.
  */
-import { retryWait, tokensAt, type BucketPolicy, type BucketState } from '../bucket.js'
-import { storeMethod, type BucketDebit, type BucketRequest, type Store, type StoreDecision, type StoreLogger, type StoreReading } from '../store.js'
+import { msUntil, tokensAt, type BucketPolicy, type BucketState } from '../bucket.js'
+import {
+  storeMethod, type BucketDebit, type BucketRequest, type BucketSettlement, type Store, type StoreDecision, type StoreLogger, type StoreReading
+} from '../store.js'
 import { ReplicaShareEdge } from './replica-share.js'
 
-/** Most keys viewed at once; past it the oldest view is dropped (its spends still settled). */
+/** Most keys viewed at once; past it the oldest view is dropped (what it spent and reserved is still settled). */
 export const MAX_VIEWS = 100_000
 
 /** This replica's view of one shared bucket. */
 class View implements BucketState {
-  /** The shared bucket's tokens at `lastMs` as this replica sees them. */
+  /** The shared bucket's tokens (reservations out) at `lastMs`, as the last settlement left them. */
   tokens: number
   lastMs: number
-  /** What this replica may still spend at `allowanceMs`; grows by the refill rate. */
-  allowance: number
-  allowanceMs: number
-  /** Spent here since the last settlement was sent. */
-  unsent = 0
-  /** Spent here, in the settlement on its way. */
-  sending = 0
+  /** Tokens reserved for this replica in the shared bucket, not spent yet. */
+  reserved = 0
+  /** Tokens this replica may spend without a reservation (a new view's share, until its first settlement). */
+  share: number
+  /** Tokens spent without a reservation, not sent yet. */
+  unreserved = 0
+  /** Tokens spent since the last settlement was sent; and in the interval before it. */
+  spent = 0
+  spentBefore = 0
+  /** In the settlement on its way: the unreserved spends and the reserved tokens given back. */
+  sendingSpent = 0
+  sendingReturned = 0
+  sending = false
   /** Asked for since the last settlement was sent. */
   touched = true
 
-  constructor (readonly policy: BucketPolicy, nowMs: number, replicas: number) {
-    this.tokens = policy.capacity
+  /** No settlement of this view was answered yet. */
+  first = true
+  /** The largest cost refused since the last settlement was sent (a manual `consume`): the next reservation covers it. */
+  asked = 0
+
+  constructor (readonly policy: BucketPolicy, nowMs: number, share: number) {
+    this.share = share
+    this.tokens = policy.capacity - share
     this.lastMs = nowMs
-    this.allowance = Math.max(1, policy.capacity / replicas)
-    this.allowanceMs = nowMs
   }
 
-  allowanceAt (nowMs: number): number {
-    const elapsedMs = nowMs - this.allowanceMs
-    return elapsedMs > 0 ? this.allowance + elapsedMs * (this.policy.refillPerSecond / 1000) : this.allowance
+  /** What this replica may spend now. */
+  get allowance (): number {
+    return this.reserved + this.share
+  }
+
+  /** Spends `cost`: reserved tokens first. */
+  spend (cost: number): void {
+    const fromReserve = Math.min(this.reserved, cost)
+    this.reserved -= fromReserve
+    const rest = cost - fromReserve
+    this.share -= rest
+    this.unreserved += rest
+    this.spent += cost
   }
 }
 
@@ -65,6 +92,8 @@ export interface SettlingEdgeOptions {
   clock: () => number
   /** Most keys viewed at once. Default `MAX_VIEWS`. */
   maxViews?: number | undefined
+  /** A settlement unanswered this long (real ms) is taken as applied. Default max(1 000, 10 × `intervalMs`). */
+  answerDeadlineMs?: number | undefined
 }
 
 export class SettlingEdge implements Store {
@@ -73,8 +102,9 @@ export class SettlingEdge implements Store {
   private readonly replicas: () => number
   private readonly intervalMs: number
   private readonly maxViews: number
+  private readonly answerDeadlineMs: number
   private readonly views = new Map<string, View>()
-  /** Spends of views dropped before they were settled, by key. */
+  /** What dropped views spent without a reservation, less what they had reserved, by key: settled next time. */
   private readonly orphans = new Map<string, BucketDebit>()
   /** Decides while settlements fail. */
   private readonly fallback: ReplicaShareEdge
@@ -82,6 +112,10 @@ export class SettlingEdge implements Store {
   /** The settlement on its way, until the store answers; sent at `sentAtMs`. */
   private inFlight: Promise<void> | undefined
   private sentAtMs = 0
+  /** The tokens the settlement on its way spends or gives back. */
+  private sendingTotal = 0
+  /** The settlement that follows the one on its way. */
+  private next: Promise<void> | undefined
   private timer: NodeJS.Timeout | undefined
   private logger: StoreLogger | undefined
 
@@ -91,6 +125,7 @@ export class SettlingEdge implements Store {
     this.replicas = options.replicas
     this.intervalMs = options.intervalMs
     this.maxViews = options.maxViews ?? MAX_VIEWS
+    this.answerDeadlineMs = options.answerDeadlineMs ?? Math.max(1000, 10 * options.intervalMs)
     this.fallback = new ReplicaShareEdge(options.replicas, options.clock)
     this.timer = setInterval(() => { void this.settleNow() }, options.intervalMs)
     this.timer.unref()
@@ -105,58 +140,43 @@ export class SettlingEdge implements Store {
     const views = buckets.map((bucket) => this.viewOf(bucket, nowMs))
     if (!this.healthy) {
       const decision = this.fallback.consume(buckets)
-      if (decision.allowed) views.forEach((view, i) => { view.unsent += (buckets[i] as BucketRequest).cost })
+      if (decision.allowed) {
+        views.forEach((view, i) => {
+          const cost = (buckets[i] as BucketRequest).cost
+          view.unreserved += cost
+          view.spent += cost
+        })
+      }
       return decision
     }
-    const tokens = new Array<number>(views.length)
     let allowed = true
     let retryAfterMs = 0
     views.forEach((view, i) => {
       const cost = (buckets[i] as BucketRequest).cost
-      const available = tokensAt(view, view.policy, nowMs)
-      const allowance = view.allowanceAt(nowMs)
-      tokens[i] = Math.min(available, allowance)
-      if (available >= cost && allowance >= cost) return
+      if (view.allowance >= cost) return
       allowed = false
-      let wait = available >= cost ? 0 : retryWait(view, view.policy, nowMs, available, cost)
-      // An allowance is renewed at the next settlement, if the refill has not made it up by then.
-      if (allowance < cost && view.policy.refillPerSecond > 0) wait = Math.max(wait, (cost - allowance) * 1000 / view.policy.refillPerSecond)
+      if (cost > view.asked) view.asked = cost
+      // The next settlement reserves what the shared bucket holds by then: not sooner.
+      const wait = Math.max(msUntil(tokensAt(view, view.policy, nowMs) + view.allowance, cost, view.policy), this.intervalMs)
       if (wait > retryAfterMs) retryAfterMs = wait
     })
-    if (!allowed) return { allowed, tokens, retryAfterMs }
-    views.forEach((view, i) => {
-      const cost = (buckets[i] as BucketRequest).cost
-      view.tokens = tokensAt(view, view.policy, nowMs) - cost
-      view.lastMs = nowMs
-      view.allowance = view.allowanceAt(nowMs) - cost
-      view.allowanceMs = nowMs
-      view.unsent += cost
-      tokens[i] = Math.min(view.tokens, view.allowance)
-    })
-    return { allowed, tokens, retryAfterMs: 0 }
+    if (allowed) views.forEach((view, i) => { view.spend((buckets[i] as BucketRequest).cost) })
+    return { allowed, tokens: views.map((view) => this.tokensOf(view, nowMs)), retryAfterMs }
   }
 
-  /** The shared bucket as the store holds it (this replica's unsettled spends not counted). */
+  /** The shared bucket as the store holds it (this replica's reservation and unsettled spends not counted). */
   peek (bucket: BucketRequest): StoreReading | Promise<StoreReading> {
     return storeMethod(this.shared, 'peek')(bucket)
   }
 
-  /** Gives tokens back in the shared store, and to this replica's view. */
+  /** Gives tokens back in the shared store; this replica's view takes the bucket's new level at its next settlement. */
   async refund (bucket: BucketRequest): Promise<number> {
     const left = await storeMethod(this.shared, 'refund')(bucket)
-    const view = this.views.get(bucket.key)
-    if (view !== undefined) {
-      const nowMs = this.clock()
-      view.tokens = Math.min(view.policy.capacity, tokensAt(view, view.policy, nowMs) + bucket.cost)
-      view.lastMs = nowMs
-      view.allowance = view.allowanceAt(nowMs) + bucket.cost
-      view.allowanceMs = nowMs
-    }
     this.fallback.refund(bucket)
     return left
   }
 
-  /** Deletes the shared bucket; this replica forgets its view (its unsettled spends with it). */
+  /** Deletes the shared bucket; this replica forgets its view (its reservation and unsettled spends with it). */
   async reset (key: string): Promise<void> {
     this.views.delete(key)
     this.orphans.delete(key)
@@ -165,49 +185,78 @@ export class SettlingEdge implements Store {
   }
 
   /**
-   * Settles what is left to settle (waiting at most `intervalMs`, and no more than
-   * a second, for the answer), then stops.
+   * Settles what is left (spends, and reservations given back), waiting at most
+   * `intervalMs`, and no more than a second, for the answers; then stops. What
+   * could not be settled in that time is logged, and dropped.
    */
   async close (): Promise<void> {
     if (this.timer !== undefined) clearInterval(this.timer)
     this.timer = undefined
+    for (const view of this.views.values()) view.spentBefore = view.spent = 0 // reserve nothing more
+    this.closing = true
     let timer: NodeJS.Timeout | undefined
     const given = new Promise<void>((resolve) => { timer = setTimeout(resolve, Math.min(this.intervalMs, 1000)) })
-    await Promise.race([this.inFlight ?? this.settleNow(), given])
+    await Promise.race([this.settleNow(), given])
     clearTimeout(timer)
+    let unsettled = this.sendingTotal
+    for (const view of this.views.values()) unsettled += view.unreserved + view.reserved
+    for (const orphan of this.orphans.values()) unsettled += Math.abs(orphan.spent)
+    if (unsettled > 0) this.logger?.warn({ tokens: unsettled }, 'fastify-tollgate: closing with edge tokens spent or reserved that the shared store did not settle')
     this.views.clear()
     this.fallback.close()
   }
 
+  private closing = false
+
   /**
-   * Sends what was spent since the last settlement, and the keys asked for since,
-   * in one `Store.settle` call; takes back their levels. Views of keys neither
-   * asked for nor spent, and full by now, are dropped (a new view starts full).
-   * Resolves when the store answers. While a settlement is unanswered, none
-   * other is sent (it may have been applied: its debits are not sent twice), and
-   * once it has waited `intervalMs` the edge decides by this replica's share
-   * until a settlement is answered.
+   * Sends, for every key asked for or spent since the last settlement, what was
+   * spent without a reservation and the reservation to keep; takes back the
+   * shared levels and the tokens reserved. Views of keys neither asked for nor
+   * spent, whose shared bucket is full by now, are dropped (their reservation
+   * given back). Resolves when the store answers. While a settlement is
+   * unanswered, none other is sent: one follows once it is answered (or taken as
+   * applied after `answerDeadlineMs`), and the call resolves after that one. Once
+   * a settlement has waited `intervalMs`, the edge decides by this replica's
+   * share until a settlement is answered.
    */
   settleNow (): Promise<void> {
     const nowMs = this.clock()
     if (this.inFlight !== undefined) {
       if (nowMs - this.sentAtMs >= this.intervalMs) this.failing('no answer to the last settlement within settleIntervalMs')
-      return this.inFlight
+      this.next ??= this.inFlight.then(async () => {
+        this.next = undefined
+        return this.settleNow()
+      })
+      return this.next
     }
+    const minimum = (view: View): number => Math.max(1, view.policy.capacity / this.replicas())
     const debits: BucketDebit[] = []
     const sent: Array<View | undefined> = []
     for (const [key, view] of this.views) {
-      if (view.touched || view.unsent > 0) {
-        const orphan = this.orphans.get(key)
-        this.orphans.delete(key)
-        debits.push({ key, policy: view.policy, spent: view.unsent + (orphan?.spent ?? 0) })
-        sent.push(view)
-        view.sending = view.unsent
-        view.unsent = 0
-        view.touched = false
-      } else if (view.sending === 0 && tokensAt(view, view.policy, nowMs) >= view.policy.capacity) {
+      const idle = !view.touched && view.unreserved === 0
+      if (idle && tokensAt(view, view.policy, nowMs) + view.reserved >= view.policy.capacity) {
+        // Full again: the view knows nothing the bucket does not; its reservation goes back.
         this.views.delete(key)
+        this.orphan({ key, policy: view.policy, spent: -view.reserved, reserve: 0 })
+        continue
       }
+      if (idle && !this.closing && view.reserved <= minimum(view)) continue
+      // A view's first settlement reserves no more than what is left of its first share: the other
+      // replicas' first shares, not settled yet, may be spending the bucket's other tokens.
+      const wanted = view.first ? view.share : Math.max(minimum(view), 2 * Math.max(view.spent, view.spentBefore), view.asked)
+      const target = this.closing ? 0 : Math.min(view.policy.capacity, wanted)
+      const returned = Math.max(0, view.reserved - target)
+      debits.push({ key, policy: view.policy, spent: view.unreserved - returned, reserve: target - view.reserved + returned })
+      sent.push(view)
+      view.reserved -= returned
+      view.sendingReturned = returned
+      view.sendingSpent = view.unreserved
+      view.unreserved = 0
+      view.spentBefore = view.spent
+      view.spent = 0
+      view.asked = 0
+      view.sending = true
+      view.touched = false
     }
     for (const orphan of this.orphans.values()) {
       debits.push(orphan)
@@ -215,47 +264,70 @@ export class SettlingEdge implements Store {
     }
     this.orphans.clear()
     if (debits.length === 0) return Promise.resolve()
-    const call = Promise.resolve()
-      .then(async () => this.shared.settle(debits))
-      .then((levels) => { this.settled(debits, sent, levels) }, (error: unknown) => {
-        this.settled(debits, sent, debits.map(() => NaN))
+    let deadline: NodeJS.Timeout | undefined
+    const answered = new Promise<readonly BucketSettlement[]>((resolve) => {
+      deadline = setTimeout(() => {
+        this.failing('no answer to a settlement within its deadline: taken as applied')
+        resolve(debits.map(() => ({ tokens: Infinity, reserved: 0 })))
+      }, this.answerDeadlineMs)
+      deadline.unref()
+    })
+    const call = Promise.race([Promise.resolve().then(async () => this.shared.settle(debits)), answered])
+      .then((settlements) => { this.settled(debits, sent, settlements) }, (error: unknown) => {
+        this.settled(debits, sent, debits.map(() => ({ tokens: NaN, reserved: 0 })))
         this.failing(error)
       })
-      .finally(() => { this.inFlight = undefined })
+      .finally(() => {
+        clearTimeout(deadline)
+        this.inFlight = undefined
+        this.sendingTotal = 0
+      })
     this.inFlight = call
     this.sentAtMs = nowMs
+    this.sendingTotal = debits.reduce((total, debit) => total + Math.abs(debit.spent), 0)
     return call
   }
 
-  /** Takes back the levels of a settlement; a `NaN` level: that debit was not taken, and goes again next time. */
-  private settled (debits: readonly BucketDebit[], sent: ReadonlyArray<View | undefined>, levels: readonly number[]): void {
+  /**
+   * Takes back a settlement. `tokens: NaN`: that debit was not taken, and goes
+   * again; `tokens: Infinity`: no answer (taken as applied, nothing reserved).
+   */
+  private settled (debits: readonly BucketDebit[], sent: ReadonlyArray<View | undefined>, settlements: readonly BucketSettlement[]): void {
     const nowMs = this.clock()
-    const replicas = this.replicas()
     let taken = true
     sent.forEach((view, i) => {
       const debit = debits[i] as BucketDebit
-      const level = levels[i] as number
+      const { tokens, reserved } = settlements[i] as BucketSettlement
       const current = view !== undefined && this.views.get(debit.key) === view
-      if (Number.isNaN(level)) {
+      if (Number.isNaN(tokens)) {
         taken = false
-        // A dropped view's later spends (or an orphan's) are orphans already: this debit joins them.
-        if (current) view.unsent += debit.spent
-        else this.orphan(debit, debit.spent)
-      }
-      if (!current) return
-      view.sending = 0
-      if (Number.isNaN(level)) {
+        if (!current) {
+          // A dropped view's (or an orphan's) settlement: it joins the orphans.
+          this.orphan({ ...debit, reserve: 0 })
+          return
+        }
+        view.unreserved += view.sendingSpent
+        view.reserved += view.sendingReturned
         view.touched = true
+      } else if (!current) {
+        // A view dropped while its settlement was on its way: what it reserved goes back.
+        this.orphan({ key: debit.key, policy: debit.policy, spent: -reserved, reserve: 0 })
         return
+      } else {
+        view.reserved += reserved
+        view.share = 0
+        view.first = false
+        if (tokens !== Infinity) {
+          view.tokens = tokens
+          view.lastMs = nowMs
+        }
       }
-      view.tokens = level - view.unsent
-      view.lastMs = nowMs
-      view.allowance = Math.max(1, view.tokens / replicas)
-      view.allowanceMs = nowMs
+      view.sendingSpent = view.sendingReturned = 0
+      view.sending = false
     })
     if (!taken) {
-      this.failing('the store did not take a debit')
-    } else if (!this.healthy) {
+      this.failing('the store did not take a settlement')
+    } else if (!this.healthy && settlements.every((settlement) => settlement.tokens !== Infinity)) {
       this.healthy = true
       this.logger?.info({ store: 'settle' }, 'fastify-tollgate: settlement answered; the edge is back on the shared quota')
     }
@@ -268,18 +340,27 @@ export class SettlingEdge implements Store {
     this.logger?.warn({ err: reason }, 'fastify-tollgate: settlement failed; the edge enforces this replica\'s share until the shared store answers')
   }
 
-  /** Keeps `spent` tokens of `debit.key` for the next settlement. */
-  private orphan (debit: BucketDebit, spent: number): void {
-    if (spent <= 0) return
+  /** Keeps `debit` (spent and given back) for the next settlement, merged with what is kept for its key; at most 2 × `maxViews` keys. */
+  private orphan (debit: BucketDebit): void {
+    if (debit.spent === 0) return
     const known = this.orphans.get(debit.key)
-    this.orphans.set(debit.key, { key: debit.key, policy: debit.policy, spent: spent + (known?.spent ?? 0) })
+    if (known === undefined && this.orphans.size >= 2 * this.maxViews) {
+      this.logger?.warn({ key: debit.key, tokens: debit.spent }, 'fastify-tollgate: too many edge settlements waiting; one dropped')
+      return
+    }
+    this.orphans.set(debit.key, { key: debit.key, policy: debit.policy, spent: debit.spent + (known?.spent ?? 0), reserve: 0 })
+  }
+
+  /** What the headers show: this replica's allowance and the tokens left in the shared bucket, at most capacity. */
+  private tokensOf (view: View, nowMs: number): number {
+    return Math.min(view.policy.capacity, view.allowance + Math.max(0, tokensAt(view, view.policy, nowMs)))
   }
 
   private viewOf (bucket: BucketRequest, nowMs: number): View {
     let view = this.views.get(bucket.key)
     if (view === undefined) {
       if (this.views.size >= this.maxViews) this.dropOldest()
-      view = new View(bucket.policy, nowMs, this.replicas())
+      view = new View(bucket.policy, nowMs, Math.max(1, bucket.policy.capacity / this.replicas()))
       this.views.set(bucket.key, view)
     } else {
       view.touched = true
@@ -287,11 +368,11 @@ export class SettlingEdge implements Store {
     return view
   }
 
-  /** Drops the view seen first; what it spent and has not settled is kept for the next settlement. */
+  /** Drops the view seen first; what it spent unreserved and its reservation are settled next time. */
   private dropOldest (): void {
     const [key, view] = this.views.entries().next().value as [string, View]
     this.views.delete(key)
-    this.orphan({ key, policy: view.policy, spent: 0 }, view.unsent)
-    // What it is sending comes back as an orphan if that settlement fails (see `unsettled`).
+    this.orphan({ key, policy: view.policy, spent: view.unreserved - view.reserved, reserve: 0 })
+    // A settlement on its way for it comes back as an orphan (see `settled`).
   }
 }
