@@ -53,10 +53,10 @@ export interface TollgateDecorator {
   /** Deletes the bucket: it is full again. */
   reset (key: string | LayerBucket): Promise<void>
   /**
-   * With `edge.mode: 'settle'`: sends what the edge spent since the last
-   * settlement now, and takes back the shared levels (as the timer does every
-   * `edge.settleIntervalMs`); resolves when the store answered or failed.
-   * Otherwise resolves at once.
+   * With `edge.mode: 'settle'`: settles now what the edge spent and reserved
+   * (as the timer does every `edge.settleIntervalMs`), after the settlement on
+   * its way if there is one; resolves when the store answered, failed, or the
+   * settlement was given up on. Otherwise resolves at once.
    */
   settle (): Promise<void>
 }
