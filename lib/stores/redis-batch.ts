@@ -100,10 +100,10 @@ export class MicroBatcher {
  */
 export type ScriptCall = (this: RedisClientLike, ...args: Array<string | number | ReadonlyArray<string | number>>) => Promise<unknown>
 
-/** What a call of the consume script needs besides its batch. */
+/** What a call of the consume script (or the settle script) needs besides its batch. */
 export interface ScriptCallOptions {
   client: RedisClientLike
-  /** The consume script as defined on the client (the Cluster variant on a Cluster). */
+  /** The script as defined on the client (the Cluster variant on a Cluster). */
   command: ScriptCall
   /** A Cluster: the keys go at the end of ARGV, and KEYS holds only the first. */
   cluster: boolean

@@ -5,27 +5,14 @@
  * buckets each.
  */
 import type { BucketDebit, BucketSettlement } from '../store.js'
-import type { ScriptCall } from './redis-batch.js'
-import type { RedisClientLike } from './redis.js'
+import type { ScriptCallOptions } from './redis-batch.js'
 import { parseNumber } from './redis-script.js'
 
-/** What a call of the settle script needs. */
-export interface SettleScriptOptions {
-  client: RedisClientLike
-  /** The settle script as defined on the client (the Cluster variant on a Cluster). */
-  command: ScriptCall
-  /** A Cluster: the keys go at the end of ARGV, and KEYS holds only the first. */
-  cluster: boolean
-  /** Prepended to every bucket key. */
-  prefix: string
-  /** TTL of a bucket that never refills, in ms. */
-  neverFullTtlMs: number
-  /** Tests only: the time passed to the script (ms); undefined: Redis `TIME`. */
-  clock: (() => number) | undefined
-}
-
-/** Settles `debits` (distinct keys, one node); resolves with each bucket's tokens and reservation then, in order. */
-export async function callSettleScript (options: SettleScriptOptions, debits: readonly BucketDebit[]): Promise<BucketSettlement[]> {
+/**
+ * Settles `debits` (one node) with `options.command`, the settle script; resolves
+ * with each bucket's tokens and reservation then, in order.
+ */
+export async function callSettleScript (options: ScriptCallOptions, debits: readonly BucketDebit[]): Promise<BucketSettlement[]> {
   const { client, command, cluster, prefix, neverFullTtlMs, clock } = options
   const keys = debits.map((debit) => prefix + debit.key)
   const args: number[] = []

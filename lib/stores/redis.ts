@@ -29,7 +29,7 @@ import { DenyCache } from './deny-cache.js'
 import { callScript, MAX_BATCH, MicroBatcher, SINGLE_NODE, type Pending, type ScriptCall, type ScriptDecision, type ScriptCallOptions } from './redis-batch.js'
 import { callBucketScript, parseReading, type BucketOperation, type BucketScriptOptions } from './redis-bucket.js'
 import { BUCKET_SCRIPT, CONSUME_SCRIPT, CONSUME_SCRIPT_CLUSTER, HEARTBEAT_SCRIPT, parseNumber, SETTLE_SCRIPT, SETTLE_SCRIPT_CLUSTER } from './redis-script.js'
-import { callSettleScript, type SettleScriptOptions } from './redis-settle.js'
+import { callSettleScript } from './redis-settle.js'
 
 /** What to do when Redis cannot answer in time. */
 export type FailMode = 'open' | 'closed' | 'local'
@@ -135,7 +135,7 @@ export class RedisStore implements Store {
 
   private readonly script: ScriptCallOptions
   private readonly bucketScript: BucketScriptOptions
-  private readonly settleScript: SettleScriptOptions
+  private readonly settleScript: ScriptCallOptions
   private readonly maxBatch: number
   private readonly batcher: MicroBatcher
   private readonly breaker: CircuitBreaker

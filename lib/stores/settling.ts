@@ -56,7 +56,7 @@ class View implements BucketState {
 
   /** No settlement of this view was answered yet. */
   first = true
-  /** The largest cost refused since the last settlement was sent (a manual `consume`): the next reservation covers it. */
+  /** The largest cost refused and not served since (a manual `consume`): reservations cover it until it is. */
   asked = 0
 
   constructor (readonly policy: BucketPolicy, nowMs: number, share: number) {
@@ -70,8 +70,9 @@ class View implements BucketState {
     return this.reserved + this.share
   }
 
-  /** Spends `cost`: reserved tokens first. */
+  /** Spends `cost`: reserved tokens first. A cost asked for before is served. */
   spend (cost: number): void {
+    if (cost >= this.asked) this.asked = 0
     const fromReserve = Math.min(this.reserved, cost)
     this.reserved -= fromReserve
     const rest = cost - fromReserve
@@ -254,7 +255,6 @@ export class SettlingEdge implements Store {
       view.unreserved = 0
       view.spentBefore = view.spent
       view.spent = 0
-      view.asked = 0
       view.sending = true
       view.touched = false
     }
