@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Cluster, Redis } from 'ioredis'
-import tollgate, { memoryStore, redisStore, type EdgeMode, type RedisStore } from '../lib/index.js'
+import tollgate, { memoryStore, redisStore, type EdgeMode, type RedisStore, type Store } from '../lib/index.js'
 import { SettlingEdge } from '../lib/stores/settling.js'
 import { commandCalls, requireRedis, startCluster, startRedis, type RedisServer } from './redis-server.js'
 
@@ -382,13 +382,14 @@ if (requireRedis(t)) {
     await store.ready()
     const edge = new SettlingEdge({ store, replicas: () => 10, intervalMs: NEVER, clock: () => 0, maxViews: 1 })
     const policy = { capacity: 10, refillPerSecond: 0 }
-    for (const key of ['{a}:edge', '{b}:edge', '{a}:edge', '{b}:edge']) edge.consume([{ key, policy, cost: 1 }])
+    const allowed = ['{a}:edge', '{b}:edge', '{a}:edge', '{b}:edge'].map((key) => edge.consume([{ key, policy, cost: 1 }]).allowed)
+    t.same(allowed, [true, true, false, false], 'a key whose dropped view has spends to settle starts with no share')
     await edge.settleNow()
-    t.match(await inspector.get('tollgate:{a}:edge'), /^8 /, 'a: two spends, one dropped twice')
-    t.match(await inspector.get('tollgate:{b}:edge'), /^8 /, 'b: a dropped spend and its view\'s (its share, 1, all spent: nothing reserved)')
+    t.match(await inspector.get('tollgate:{a}:edge'), /^9 /, 'a: its spend, settled once')
+    t.match(await inspector.get('tollgate:{b}:edge'), /^9 /, 'b: its spend; its new view spent nothing')
     edge.consume([{ key: '{c}:edge', policy, cost: 1 }])
     await edge.settleNow()
-    t.match(await inspector.get('tollgate:{b}:edge'), /^8 /, 'a view dropped with nothing unsettled sends nothing')
+    t.match(await inspector.get('tollgate:{b}:edge'), /^9 /, 'a view dropped with nothing unsettled sends nothing')
     t.match(await inspector.get('tollgate:{c}:edge'), /^9 /)
     await edge.close()
   })
@@ -452,9 +453,40 @@ if (requireRedis(t)) {
     t.ok(warnings.some((line) => line.includes('closing with edge tokens') && line.includes('"tokens":4')), 'close, Redis paused: what it could not settle is logged')
     await edge.close()
     const levels = await Promise.all(['a', 'b', 'c', 'd'].map(async (k) => (await inspector.get(`tollgate:{${k}}:edge`))?.split(' ')[0]))
-    // d: the late settlement took its spend and reserved 9 for a replica that had stopped waiting:
-    // those 9 are lost to the bucket (the safe side: fewer admitted, never more).
-    t.same(levels, ['9', '9', undefined, '-1'], 'the late settlement applied once; the one after it took d\'s later spend')
+    // d: the late settlement took its spend and reserved 9 for a replica that had stopped waiting;
+    // its answer gave them back at the next settlement.
+    t.same(levels, ['9', '9', undefined, '8'], 'the late settlement applied once, its reservation given back; the one after it took d\'s later spend')
+  })
+
+  t.test('settle: a settlement given up on, answered later as not taken, goes again', async (t) => {
+    const server = await startRedis(t)
+    const redis = redisStore({ client: clientOf(t, server), heartbeatIntervalMs: 0 })
+    t.teardown(async () => redis.close())
+    await redis.ready()
+    // A store of one's own (the Store contract): its first settlement answers after 200 ms that it took nothing.
+    let calls = 0
+    const slow: Store & Required<Pick<Store, 'settle'>> = {
+      consume: redis.consume.bind(redis),
+      close: () => {},
+      settle: async (debits) => {
+        if (calls++ > 0) return redis.settle(debits)
+        await new Promise((resolve) => setTimeout(resolve, 200))
+        return debits.map(() => ({ tokens: NaN, reserved: 0 }))
+      }
+    }
+    const edge = new SettlingEdge({ store: slow, replicas: () => 1, intervalMs: NEVER, clock: () => 0, answerDeadlineMs: 20, maxViews: 2 })
+    const policy = { capacity: 10, refillPerSecond: 0 }
+    t.ok(edge.consume([{ key: '{e}:edge', policy, cost: 2 }]).allowed)
+    await edge.settleNow() // given up on after 20 ms
+    // Decided by the local share now; views dropped for room leave their spends to settle, merged by key.
+    const keys = ['{a}:edge', '{b}:edge', '{c}:edge', '{a}:edge', '{b}:edge', '{c}:edge']
+    t.same(keys.map((key) => edge.consume([{ key, policy, cost: 1 }]).allowed), [true, true, true, true, true, true])
+    await new Promise((resolve) => setTimeout(resolve, 300)) // the first settlement's answer: not taken
+    await edge.settleNow()
+    await edge.close()
+    const inspector = server.client(t)
+    const levels = await Promise.all(['a', 'b', 'c', 'e'].map(async (k) => (await inspector.get(`tollgate:{${k}}:edge`))?.split(' ')[0]))
+    t.same(levels, ['8', '8', '8', '8'], 'every spend taken once')
   })
 
   t.test('settle on a custom store without peek or a clock of its own', async (t) => {

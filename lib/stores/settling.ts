@@ -22,7 +22,8 @@
  * `intervalMs` unanswered), the edge decides by each replica's share (as
  * `'replica-share'`) and counts what it spends; the first settlement answered
  * takes it all. A settlement unanswered after `answerDeadlineMs` is taken as
- * applied (its debits are not sent again) and the next one goes.
+ * applied (its debits are not sent again) and the next one goes; if its answer
+ * comes later, what it did not take goes again and what it reserved goes back.
  */
 import { msUntil, tokensAt, type BucketPolicy, type BucketState } from '../bucket.js'
 import {
@@ -265,14 +266,22 @@ export class SettlingEdge implements Store {
     this.orphans.clear()
     if (debits.length === 0) return Promise.resolve()
     let deadline: NodeJS.Timeout | undefined
-    const answered = new Promise<readonly BucketSettlement[]>((resolve) => {
+    const settlement = Promise.resolve().then(async () => this.shared.settle(debits))
+    const givenUp = new Promise<readonly BucketSettlement[]>((resolve) => {
       deadline = setTimeout(() => {
         this.failing('no answer to a settlement within its deadline: taken as applied')
         resolve(debits.map(() => ({ tokens: Infinity, reserved: 0 })))
+        // Its answer, if one comes: what it did not take goes again, what it reserved goes back.
+        settlement.then((late) => {
+          late.forEach(({ tokens, reserved }, i) => {
+            const debit = debits[i] as BucketDebit
+            this.orphan(Number.isNaN(tokens) ? { ...debit, reserve: 0 } : { key: debit.key, policy: debit.policy, spent: -reserved, reserve: 0 })
+          })
+        }, () => { for (const debit of debits) this.orphan({ ...debit, reserve: 0 }) })
       }, this.answerDeadlineMs)
       deadline.unref()
     })
-    const call = Promise.race([Promise.resolve().then(async () => this.shared.settle(debits)), answered])
+    const call = Promise.race([settlement, givenUp])
       .then((settlements) => { this.settled(debits, sent, settlements) }, (error: unknown) => {
         this.settled(debits, sent, debits.map(() => ({ tokens: NaN, reserved: 0 })))
         this.failing(error)
@@ -360,7 +369,9 @@ export class SettlingEdge implements Store {
     let view = this.views.get(bucket.key)
     if (view === undefined) {
       if (this.views.size >= this.maxViews) this.dropOldest()
-      view = new View(bucket.policy, nowMs, Math.max(1, bucket.policy.capacity / this.replicas()))
+      // A key whose dropped view left spends to settle starts with no share: its bucket may be drained.
+      const share = (this.orphans.get(bucket.key)?.spent ?? 0) > 0 ? 0 : Math.max(1, bucket.policy.capacity / this.replicas())
+      view = new View(bucket.policy, nowMs, share)
       this.views.set(bucket.key, view)
     } else {
       view.touched = true
