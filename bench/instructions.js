@@ -176,7 +176,7 @@ export async function measure (scenario, { connections, warmup, measured, window
   const child = spawn('valgrind', [
     '--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--callgrind-out-file=${join(dir, 'out')}`,
     process.execPath, ...nodeFlags, ...JIT_FLAGS, ...(trace ? TRACE_FLAGS : []), 'bench/server.js', scenario, String(port), String(redis?.port ?? 0)
-  ], { stdio: ['ignore', 'pipe', 'pipe'] })
+  ], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, BENCH_UNDER_VALGRIND: '1' } })
   let output = ''
   let errors = ''
   child.stdout.on('data', (chunk) => { output += chunk })
