@@ -51,7 +51,6 @@ class View implements BucketState {
   /** In the settlement on its way: the unreserved spends and the reserved tokens given back. */
   sendingSpent = 0
   sendingReturned = 0
-  sending = false
   /** Asked for since the last settlement was sent. */
   touched = true
 
@@ -111,6 +110,8 @@ export class SettlingEdge implements Store {
   /** Decides while settlements fail. */
   private readonly fallback: ReplicaShareEdge
   private healthy = true
+  /** `close()` has begun: settlements reserve nothing more. */
+  private closing = false
   /** The settlement on its way, until the store answers; sent at `sentAtMs`. */
   private inFlight: Promise<void> | undefined
   private sentAtMs = 0
@@ -208,8 +209,6 @@ export class SettlingEdge implements Store {
     this.fallback.close()
   }
 
-  private closing = false
-
   /**
    * Sends, for every key asked for or spent since the last settlement, what was
    * spent without a reservation and the reservation to keep; takes back the
@@ -256,7 +255,6 @@ export class SettlingEdge implements Store {
       view.unreserved = 0
       view.spentBefore = view.spent
       view.spent = 0
-      view.sending = true
       view.touched = false
     }
     for (const orphan of this.orphans.values()) {
@@ -332,7 +330,6 @@ export class SettlingEdge implements Store {
         }
       }
       view.sendingSpent = view.sendingReturned = 0
-      view.sending = false
     })
     if (!taken) {
       this.failing('the store did not take a settlement')
