@@ -59,20 +59,28 @@ export async function freePort (): Promise<number> {
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
-async function waitForPing (port: number, timeoutMs = 10_000): Promise<void> {
+/** A redis-server that exited before it answered: usually its port was taken after `freePort` found it free. */
+class ExitedBeforeReady extends Error {}
+
+/**
+ * Waits until the redis-server `child` answers on `port`: the server that answers
+ * must be this one (its process_id), not another test's that took the port first.
+ */
+async function waitUntilServing (port: number, child: ChildProcess, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
-    const client = new Redis({ port, host: '127.0.0.1', lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null })
+    if (child.exitCode !== null || child.signalCode !== null) throw new ExitedBeforeReady(`redis-server on ${port} exited before it answered`)
+    const client = new Redis({ port, host: '127.0.0.1', lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 1000, commandTimeout: 1000 })
     client.on('error', () => {})
     try {
       await client.connect()
-      if (await client.ping() === 'PONG') return
+      if (/^process_id:(\d+)/m.exec(await client.info('server'))?.[1] === String(child.pid)) return
     } catch {
       if (Date.now() > deadline) throw new Error(`redis-server on ${port} did not start`)
-      await sleep(50)
     } finally {
       client.disconnect()
     }
+    await sleep(50)
   }
 }
 
@@ -87,7 +95,7 @@ export class RedisServer {
       '--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
       '--dir', this.dir, '--logfile', '', '--loglevel', 'warning', ...this.extraArgs
     ], { stdio: 'ignore' })
-    await waitForPing(this.port)
+    await waitUntilServing(this.port, this.process)
     return this
   }
 
@@ -124,9 +132,26 @@ export class RedisServer {
   }
 }
 
+/**
+ * Starts a redis-server on a free port, on another one if the port was taken
+ * between the check and redis-server's bind (tests run in parallel).
+ */
+async function startOnFreePort (extraArgs: (port: number) => string[] = () => []): Promise<RedisServer> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort()
+    const server = new RedisServer(port, extraArgs(port))
+    try {
+      return await server.start()
+    } catch (error) {
+      await server.stop()
+      if (!(error instanceof ExitedBeforeReady) || attempt === 5) throw error
+    }
+  }
+}
+
 /** Starts a private redis-server on a free port; stopped when `t` ends. */
 export async function startRedis (t: Test): Promise<RedisServer> {
-  const server = await new RedisServer(await freePort()).start()
+  const server = await startOnFreePort()
   t.teardown(() => server.stop())
   return server
 }
@@ -139,11 +164,10 @@ export interface RedisCluster {
 /** Starts three masters with `--cluster-enabled yes` and joins them; stopped when `t` ends. */
 export async function startCluster (t: Test): Promise<RedisCluster> {
   const nodes: RedisServer[] = []
-  for (let i = 0; i < 3; i++) {
-    const port = await freePort()
-    nodes.push(await new RedisServer(port, ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '5000']).start())
-  }
   t.teardown(async () => { for (const node of nodes) await node.stop() })
+  for (let i = 0; i < 3; i++) {
+    nodes.push(await startOnFreePort((port) => ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '5000']))
+  }
   const ports = nodes.map((node) => node.port)
   execFileSync('redis-cli', ['--cluster', 'create', ...ports.map((port) => `127.0.0.1:${port}`), '--cluster-replicas', '0', '--cluster-yes'], { stdio: 'ignore' })
   const deadline = Date.now() + 20_000
