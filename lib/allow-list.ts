@@ -6,6 +6,7 @@
 import { BlockList, isIPv4, isIPv6 } from 'node:net'
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
 import { plainAddress } from './keys.js'
+import { ThrottledLog } from './throttled-log.js'
 import { isPromise } from './sync.js'
 import { checkFunction, checkKnownKeys, describe, failOption, isPlainObject } from './validate.js'
 
@@ -89,8 +90,7 @@ export function allowTest (
   now: () => number
 ): (request: FastifyRequest) => boolean {
   const { match } = settings
-  let loggedAt = -Infinity
-  let unlogged = 0
+  const throws = new ThrottledLog(MATCH_ERROR_LOG_INTERVAL_MS, now)
   return (request) => {
     if (addressOf !== undefined && addressOf(request)) return true
     if (match === undefined) return false
@@ -99,14 +99,9 @@ export function allowTest (
       if (isPromise(answer)) throw new Error('allowList.match returned a promise: it must answer synchronously')
       return answer === true
     } catch (error) {
-      const at = now()
-      if (at - loggedAt >= MATCH_ERROR_LOG_INTERVAL_MS) {
-        log.error({ err: error, since: unlogged }, 'fastify-tollgate: allowList.match threw or returned a promise; the request is limited as usual (logged once a minute; `since`: throws not logged since the last line)')
-        loggedAt = at
-        unlogged = 0
-      } else {
-        unlogged++
-      }
+      throws.log((since) => {
+        log.error({ err: error, since }, 'fastify-tollgate: allowList.match threw or returned a promise; the request is limited as usual (logged once a minute; `since`: throws not logged since the last line)')
+      })
       return false
     }
   }

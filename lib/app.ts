@@ -14,7 +14,8 @@ import { ofClientAddress, memoize } from './key-cache.js'
 import type { AppSettings, Identity, RouteSettings, Settings } from './options.js'
 import { routeConfigReader } from './route-config.js'
 import type { RouteTable } from './routes.js'
-import type { BucketPolicy } from './bucket.js'
+import { capacityOf, type Quota, type TierLimit } from './limits.js'
+import type { IdentityQuota, IdentityQuotas } from './identity-quota.js'
 import type { BucketRequest } from './store.js'
 import { isPromise } from './sync.js'
 import { describe } from './validate.js'
@@ -26,6 +27,8 @@ interface Requester {
   /** The user id (`''` for kind `ip`: the keys read the client address from the request). */
   id: string
   tier: string
+  /** The identity's own quota, checked; `undefined`: the tier's. */
+  quota: IdentityQuota | undefined
 }
 
 /** The app layer's bucket keys, shared by the routes of one registration. */
@@ -48,13 +51,19 @@ export function appKeys (ipv6Subnet: number, perConnection: boolean): AppKeys {
   }
 }
 
-/** The default `identify`: the verified `request.user` of @fastify/jwt (`null` until verified). */
-function jwtIdentity (request: FastifyRequest): Identity | undefined {
+/**
+ * The default `identify`: the verified `request.user` of @fastify/jwt (`null` until
+ * verified), with its quota from claim `quotaClaim` when set.
+ */
+function jwtIdentity (request: FastifyRequest, quotaClaim: string | undefined): Identity | undefined {
   const user: unknown = (request as { user?: unknown }).user
   if (typeof user !== 'object' || user === null) return undefined
   const { sub, tier } = user as { sub?: unknown, tier?: unknown }
-  return { id: sub as Identity['id'], tier: tier as string }
+  const identity: Identity = { id: sub as Identity['id'], tier: tier as string }
+  if (quotaClaim !== undefined && Object.hasOwn(user, quotaClaim)) identity.quota = (user as Record<string, Quota>)[quotaClaim]
+  return identity
 }
+
 
 /**
  * The requester: a user with a valid id, under their tier when it is an own name
@@ -64,7 +73,7 @@ function jwtIdentity (request: FastifyRequest): Identity | undefined {
 function requester (request: FastifyRequest, app: AppSettings, warnings: Warnings): Requester {
   let identity: Identity | undefined
   try {
-    identity = app.identify === undefined ? jwtIdentity(request) : app.identify(request)
+    identity = app.identify === undefined ? jwtIdentity(request, app.quotaClaim) : app.identify(request)
   } catch (error) {
     request.log.error({ err: error }, 'fastify-tollgate: app.identify threw; treated as anonymous')
   }
@@ -73,13 +82,23 @@ function requester (request: FastifyRequest, app: AppSettings, warnings: Warning
     identity = undefined
   }
   if (typeof identity === 'object' && identity !== null) {
-    const { id, tier } = identity
+    const { id, tier, quota } = identity
     const validId = (typeof id === 'string' && id !== '') || (typeof id === 'number' && Number.isFinite(id))
     if (validId) {
-      return { kind: 'user', id: String(id), tier: typeof tier === 'string' && Object.hasOwn(app.tiers, tier) ? tier : 'default' }
+      const tierName = typeof tier === 'string' && Object.hasOwn(app.tiers, tier) ? tier : 'default'
+      if (quota === undefined) return { kind: 'user', id: String(id), tier: tierName, quota: undefined }
+      if (app.identityQuotas === undefined) {
+        warnings.warn('TOLLGATE_IDENTITY_QUOTA_IGNORED')
+        return { kind: 'user', id: String(id), tier: tierName, quota: undefined }
+      }
+      const checked = app.identityQuotas.of(quota)
+      if (typeof checked !== 'string') return { kind: 'user', id: String(id), tier: tierName, quota: checked }
+      // Never a better quota than the claims prove: a bad one gets `default`.
+      app.identityQuotas.refused(request, String(id), checked)
+      return { kind: 'user', id: String(id), tier: 'default', quota: undefined }
     }
   }
-  return { kind: 'ip', id: '', tier: app.anonymousTier }
+  return { kind: 'ip', id: '', tier: app.anonymousTier, quota: undefined }
 }
 
 /** The route's cost for this request, or the error to fail it with. */
@@ -108,13 +127,16 @@ export function createAppHook (
   allowed: ((request: FastifyRequest) => boolean) | undefined
 ): Hook {
   const checkForwarded = settings.edge === undefined // else the edge hook checks
-  // Per tier: its buckets (the user's, then the route's own with a route quota) and its whole capacity.
-  const tiers = new Map<string, { layout: HeaderLayout, wholeCapacity: number }>()
+  const tiers = new Map<string, TierStep>()
   for (const tier of Object.keys(app.tiers)) {
-    const main = app.tiers[tier] as NamedPolicy
-    const own = route.quota === undefined ? undefined : (route.quota[tier] ?? route.quota.default) as NamedPolicy
-    const layout = new HeaderLayout(own === undefined ? [main] : [main, own])
-    tiers.set(tier, { layout, wholeCapacity: (app.wholeTiers[tier] as BucketPolicy).capacity })
+    tiers.set(tier, tierStep(app.tiers[tier] as readonly TierLimit[], route.quota === undefined ? undefined : (route.quota[tier] ?? route.quota.default)))
+  }
+  // Identities' own quotas (kept by IdentityQuotas, so a WeakMap holds few), with the route quota of their tier.
+  const ownSteps = new WeakMap<IdentityQuota, TierStep>()
+  const newOwnStep = (quota: IdentityQuota, tier: string): TierStep => {
+    const step = tierStep(quota.limits, route.quota === undefined ? undefined : (route.quota[tier] ?? route.quota.default))
+    ownSteps.set(quota, step)
+    return step
   }
   return function tollgateApp (request, reply, done) {
     if (checkForwarded) warnings.checkForwarded(request)
@@ -122,21 +144,60 @@ export function createAppHook (
       done()
       return
     }
-    const who = requester(request, app, warnings)
+    let who = requester(request, app, warnings)
     if (warnings.anonymousLeft > 0) warnings.sawRequester(who.kind === 'ip')
-    const { layout, wholeCapacity } = tiers.get(who.tier) as { layout: HeaderLayout, wholeCapacity: number }
-    const cost = costOf(request, route, wholeCapacity, who.tier)
+    let tier = tiers.get(who.tier) as TierStep
+    if (who.quota !== undefined) {
+      tier = ownSteps.get(who.quota) ?? newOwnStep(who.quota, who.tier)
+      if (typeof route.cost === 'number' && route.cost > tier.capacity) {
+        (app.identityQuotas as IdentityQuotas).refused(request, who.id, `its capacity ${tier.capacity} is below the cost ${route.cost} of ${route.route}`)
+        who = { ...who, tier: 'default', quota: undefined }
+        tier = tiers.get('default') as TierStep
+      }
+    }
+    const cost = costOf(request, route, tier.capacity, who.tier)
     if (cost instanceof Error) {
       done(cost)
       return
     }
     // Under a quota share, a cost above the share (checked against the whole quota) overdraws it.
     const key = who.kind === 'user' ? keys.user(who.id) : keys.address(request)
-    const buckets: BucketRequest[] = [{ key, policy: (layout.buckets[0] as NamedPolicy).policy, cost, overdraft: app.overdraft }]
-    if (layout.buckets.length > 1) {
-      buckets.push({ key: keys.route(who, request, route.bucket), policy: (layout.buckets[1] as NamedPolicy).policy, cost: 1 })
+    const { layout, suffixes } = tier
+    // The first limit's key has no suffix in the usual case of a tier of one policy.
+    const buckets: BucketRequest[] = [{ key: suffixes[0] === '' ? key : key + (suffixes[0] as string), policy: (layout.buckets[0] as NamedPolicy).policy, cost, overdraft: app.overdraft }]
+    for (let i = 1; i < tier.main; i++) {
+      const suffix = suffixes[i] as string
+      buckets.push({ key: suffix === '' ? key : key + suffix, policy: (layout.buckets[i] as NamedPolicy).policy, cost, overdraft: app.overdraft })
+    }
+    if (layout.buckets.length > tier.main) {
+      const routeKey = keys.route(who, request, route.bucket)
+      for (let i = tier.main; i < layout.buckets.length; i++) {
+        const suffix = suffixes[i] as string
+        buckets.push({ key: suffix === '' ? routeKey : routeKey + suffix, policy: (layout.buckets[i] as NamedPolicy).policy, cost: 1 })
+      }
     }
     runStep(settings, request, reply, { layer: 'app', buckets, layout, tier: who.tier }, done)
+  }
+}
+
+/** One tier's step on one route: the tier's limits, then the route's own, all or nothing. */
+interface TierStep {
+  layout: HeaderLayout
+  /** Key suffixes, by bucket of `layout`. */
+  suffixes: readonly string[]
+  /** How many of the buckets are the tier's (charged the route's cost); the rest are the route's own (one token each). */
+  main: number
+  /** The smallest capacity of the tier's limits, as configured: a cost above it could never pass. */
+  capacity: number
+}
+
+function tierStep (main: readonly TierLimit[], own: readonly TierLimit[] | undefined): TierStep {
+  const limits = own === undefined ? main : [...main, ...own]
+  return {
+    layout: new HeaderLayout(limits.map((limit) => limit.named)),
+    suffixes: limits.map((limit) => limit.keySuffix),
+    main: main.length,
+    capacity: capacityOf(main)
   }
 }
 

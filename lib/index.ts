@@ -16,6 +16,7 @@ export type {
   RouteRateLimit, RouteCost, LimitDecision, BucketReport
 } from './options.js'
 export type { HeaderStyle } from './headers.js'
+export { per, MAX_LIMITS, type NamedLimit, type Quota, type Period } from './limits.js'
 export type { AllowListOption } from './allow-list.js'
 export { WARNINGS, type WarningCode } from './warnings.js'
 export {

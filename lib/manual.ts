@@ -11,8 +11,9 @@ import { read, type BucketPolicy } from './bucket.js'
 import { edgeKey } from './edge.js'
 import { namedPolicy, type NamedPolicy } from './headers.js'
 import { bucketKey, clientAddress } from './keys.js'
-import { routeBucket, share, type BucketReport, type LimitDecision, type Settings } from './options.js'
+import { routeBucket, type BucketReport, type LimitDecision, type Settings } from './options.js'
 import { storeMethod, type Store } from './store.js'
+import { share, type TierLimit } from './limits.js'
 import { checkKnownKeys, checkNumber, checkObject, checkPolicy, describe, expected, failOption } from './validate.js'
 
 /**
@@ -24,7 +25,9 @@ import { checkKnownKeys, checkNumber, checkObject, checkPolicy, describe, expect
  * - `{ layer: 'edge', request }`: the edge bucket of this request, as the edge keys
  *   it (on a route the edge skips, `rateLimit: false`, it took nothing there);
  * - `{ layer: 'app', user, tier? }`: a user's bucket, under `tier` as the app layer
- *   maps it (a name of `app.tiers`, else `default`);
+ *   maps it (a name of `app.tiers`, else `default`); a tier of several limits
+ *   names all its buckets: `consume` takes from all, all or nothing, `peek` reads
+ *   all, `refund` gives back to each, `reset` deletes each;
  * - `{ layer: 'app', ip }`: an anonymous client's bucket, under the anonymous tier;
  * - either app form with `route: 'POST /export'`: the user's (or client's) own
  *   bucket of that route's `rateLimit.quota` instead (the route as declared, after
@@ -53,10 +56,14 @@ export interface PeekDecision extends LimitDecision {
   buckets: BucketLevel[]
 }
 
-/** A named bucket, resolved to what the store needs. */
+/** The buckets a call names (several for a tier of several limits), resolved to what the store needs. */
 export interface Resolved {
   layer: LimitDecision['layer']
   tier: string | undefined
+  buckets: readonly ResolvedBucket[]
+}
+
+export interface ResolvedBucket {
   /** The store key. */
   key: string
   /** Its name and policy (this process's share), as in the headers. */
@@ -69,8 +76,8 @@ export interface Resolved {
   wholeCapacity: number | undefined
 }
 
-/** Route bucket name (`route:POST /export`) → the route's own policies by tier. */
-export type RouteQuotas = Map<string, Record<string, NamedPolicy>>
+/** Route bucket name (`route:POST /export`) → the route's own limits by tier. */
+export type RouteQuotas = Map<string, Record<string, readonly TierLimit[]>>
 
 /** Everything the decorator needs to name buckets. */
 export interface Manual {
@@ -89,7 +96,7 @@ export function resolve (m: Manual, target: unknown, policy: unknown): Resolved 
   if (typeof target === 'string' && target !== '') {
     const whole = checkPolicy(failOption, 'policy', policy)
     const scaled = share(failOption, 'policy', whole, m.quotaShare)
-    return { layer: 'manual', tier: undefined, key: manualKey(target), named: namedPolicy('manual', scaled), wholeCapacity: whole.capacity }
+    return { layer: 'manual', tier: undefined, buckets: [{ key: manualKey(target), named: namedPolicy('manual', scaled), wholeCapacity: whole.capacity }] }
   }
   return layerBucket(m, target)
 }
@@ -97,9 +104,9 @@ export function resolve (m: Manual, target: unknown, policy: unknown): Resolved 
 /** The store key of a bucket of one's own: apart from every key a layer uses. */
 const manualKey = (key: string): string => bucketKey('manual', key, 'manual')
 
-/** The store key a call names, without a policy (`reset`). */
-function resolveKey (m: Manual, target: unknown): string {
-  return typeof target === 'string' && target !== '' ? manualKey(target) : layerBucket(m, target).key
+/** The store keys a call names, without a policy (`reset`). */
+function resolveKeys (m: Manual, target: unknown): string[] {
+  return typeof target === 'string' && target !== '' ? [manualKey(target)] : layerBucket(m, target).buckets.map((bucket) => bucket.key)
 }
 
 function layerBucket (m: Manual, target: unknown): Resolved {
@@ -130,7 +137,7 @@ function edgeBucket (m: Manual, bucket: Record<string, unknown>): Resolved {
     if (typeof request !== 'object' || request === null) expected(failOption, 'bucket.request', 'a Fastify request', request)
     storeKey = edgeKey(request as FastifyRequest, edge, (client) => edge.keyOfAddress(client.ip ?? ''), () => {})
   }
-  return { layer: 'edge', tier: undefined, key: storeKey, named, wholeCapacity: undefined }
+  return { layer: 'edge', tier: undefined, buckets: [{ key: storeKey, named, wholeCapacity: undefined }] }
 }
 
 function appBucket (m: Manual, bucket: Record<string, unknown>): Resolved {
@@ -157,8 +164,9 @@ function appBucket (m: Manual, bucket: Record<string, unknown>): Resolved {
     tierName = app.anonymousTier
   }
   if (route === undefined) {
-    const wholeCapacity = (app.wholeTiers[tierName] as BucketPolicy).capacity
-    return { layer: 'app', tier: tierName, key: bucketKey(kind, id, 'app'), named: app.tiers[tierName] as NamedPolicy, wholeCapacity }
+    const key = bucketKey(kind, id, 'app')
+    const limits = app.tiers[tierName] as readonly TierLimit[]
+    return { layer: 'app', tier: tierName, buckets: limits.map((limit) => ({ key: key + limit.keySuffix, named: limit.named, wholeCapacity: limit.whole.capacity })) }
   }
   const name = routeName(checkText('bucket.route', route))
   const quota = m.routes.get(name)
@@ -166,8 +174,9 @@ function appBucket (m: Manual, bucket: Record<string, unknown>): Resolved {
     const known = [...m.routes.keys()].map((bucketName) => bucketName.slice('route:'.length))
     expected(failOption, 'bucket.route', `a route with a \`rateLimit.quota\`, declared after the plugin (${known.length === 0 ? 'there is none' : known.map((r) => `\`${r}\``).join(', ')})`, route)
   }
-  const own = (quota[tierName] ?? quota.default) as NamedPolicy
-  return { layer: 'app', tier: tierName, key: bucketKey(kind, id, name), named: own, wholeCapacity: undefined }
+  const key = bucketKey(kind, id, name)
+  const limits = (quota[tierName] ?? quota.default) as readonly TierLimit[]
+  return { layer: 'app', tier: tierName, buckets: limits.map((limit) => ({ key: key + limit.keySuffix, named: limit.named, wholeCapacity: undefined })) }
 }
 
 /** `POST /export` → `route:POST /export`, named as `routeBucket` names a route (HEAD as GET, no trailing slash). */
@@ -197,30 +206,38 @@ export function storeOf (m: Manual, layer: LimitDecision['layer']): Store {
 
 
 /** The overdraft a cost gets on `bucket`: under a quota share, a cost above the share but within the whole quota. */
-export function overdraftOf (m: Manual, bucket: Resolved, cost: number): boolean {
+export function overdraftOf (m: Manual, bucket: ResolvedBucket, cost: number): boolean {
   return m.quotaShare < 1 && bucket.wholeCapacity !== undefined && cost <= bucket.wholeCapacity
 }
 
-/** `fastify.tollgate.peek`: what `consume` would decide now, without taking. */
+/** `fastify.tollgate.peek`: what `consume` would decide now, without taking (every bucket named, read at once). */
 export async function peek (m: Manual, target: unknown, policy: unknown, cost: unknown): Promise<PeekDecision> {
-  const bucket = resolve(m, target, policy)
+  const resolved = resolve(m, target, policy)
   const amount = checkNumber(failOption, 'cost', cost, 0)
-  const reading = await storeMethod(storeOf(m, bucket.layer), 'peek')({ key: bucket.key, policy: bucket.named.policy, cost: amount, overdraft: overdraftOf(m, bucket, amount) })
-  const applied = reading.policy ?? bucket.named.policy
+  const peekOf = storeMethod(storeOf(m, resolved.layer), 'peek')
+  const readings = await Promise.all(resolved.buckets.map(async (bucket) => peekOf({ key: bucket.key, policy: bucket.named.policy, cost: amount, overdraft: overdraftOf(m, bucket, amount) })))
+  let retryAfterMs = 0
+  for (const reading of readings) retryAfterMs = Math.max(retryAfterMs, reading.retryAfterMs)
   const decision: PeekDecision = {
-    layer: bucket.layer,
-    allowed: reading.retryAfterMs === 0,
+    layer: resolved.layer,
+    allowed: retryAfterMs === 0,
     cost: amount,
-    retryAfterMs: reading.retryAfterMs,
-    buckets: [level(bucket, applied, reading.tokens, reading.fullInMs)]
+    retryAfterMs,
+    buckets: readings.map((reading, i) => {
+      const bucket = resolved.buckets[i] as ResolvedBucket
+      return level(bucket, reading.policy ?? bucket.named.policy, reading.tokens, reading.fullInMs)
+    })
   }
-  if (bucket.tier !== undefined) decision.tier = bucket.tier
+  if (resolved.tier !== undefined) decision.tier = resolved.tier
   return decision
 }
 
-/** `fastify.tollgate.refund`: gives tokens back; the bucket as it is then. */
+/**
+ * `fastify.tollgate.refund`: gives tokens back to every bucket named; the first
+ * as it is then (a tier's first limit).
+ */
 export async function refund (m: Manual, target: unknown, policy: unknown, tokens: unknown): Promise<BucketLevel> {
-  const bucket = resolve(m, target, policy)
+  const resolved = resolve(m, target, policy)
   // One key holds a user's bucket whatever the tier: refunded under another tier's
   // policy, it would be capped (and, once full, deleted) at the wrong capacity.
   const tiers = m.settings.app === undefined ? [] : Object.keys(m.settings.app.tiers)
@@ -229,19 +246,22 @@ export async function refund (m: Manual, target: unknown, policy: unknown, token
     failOption(`Expected \`bucket.tier\` in a refund: the app layer has several tiers (${tiers.join(', ')}), and a user's bucket is refunded under its own tier's capacity`)
   }
   const amount = checkNumber(failOption, 'tokens', tokens, 0)
-  const applied = bucket.named.policy
-  const left = await storeMethod(storeOf(m, bucket.layer), 'refund')({ key: bucket.key, policy: applied, cost: amount })
+  const refundOf = storeMethod(storeOf(m, resolved.layer), 'refund')
+  const left = await Promise.all(resolved.buckets.map(async (bucket) => refundOf({ key: bucket.key, policy: bucket.named.policy, cost: amount })))
+  const first = resolved.buckets[0] as ResolvedBucket
+  const applied = first.named.policy
   // A refund records its time: the wait until full is the tokens' alone.
-  return level(bucket, applied, left, read({ tokens: left, lastMs: 0 }, applied, 0, 0).fullInMs)
+  return level(first, applied, left[0] as number, read({ tokens: left[0] as number, lastMs: 0 }, applied, 0, 0).fullInMs)
 }
 
-/** `fastify.tollgate.reset`: deletes the bucket (full again). */
+/** `fastify.tollgate.reset`: deletes every bucket named (full again). */
 export async function reset (m: Manual, target: unknown): Promise<void> {
-  const key = resolveKey(m, target)
+  const keys = resolveKeys(m, target)
   const layer = typeof target === 'object' && target !== null && (target as { layer?: unknown }).layer === 'edge' ? 'edge' : 'manual'
-  await storeMethod(storeOf(m, layer), 'reset')(key)
+  const resetOf = storeMethod(storeOf(m, layer), 'reset')
+  await Promise.all(keys.map(async (key) => { await resetOf(key) }))
 }
 
-function level (bucket: Resolved, policy: BucketPolicy, tokens: number, fullInMs: number): BucketLevel {
+function level (bucket: ResolvedBucket, policy: BucketPolicy, tokens: number, fullInMs: number): BucketLevel {
   return { name: bucket.named.name, key: bucket.key, capacity: policy.capacity, refillPerSecond: policy.refillPerSecond, tokens, fullInMs }
 }

@@ -10,6 +10,8 @@ import { HeaderLayout, namedPolicy, type HeaderStyle, type NamedPolicy } from '.
 import { bucketKey, clientAddress, keyDigest } from './keys.js'
 import { memoize } from './key-cache.js'
 import { checkAllowList, type AllowListOption, type AllowListSettings } from './allow-list.js'
+import { checkQuota, namesOf, share, type Quota, type TierLimit } from './limits.js'
+import { IdentityQuotas } from './identity-quota.js'
 import type { Store } from './store.js'
 import { WARNING_CODES, type WarningCode } from './warnings.js'
 import { MemoryStore } from './stores/memory.js'
@@ -27,10 +29,21 @@ export interface Identity {
   id: string | number
   /** A tier name from `app.tiers`; unknown or missing means `default`. */
   tier?: string | undefined
+  /**
+   * A quota of this identity's own (a negotiated one), instead of its tier's: a
+   * policy or a list of named limits, honoured with `app.maxQuota` and within it.
+   * Malformed or above `app.maxQuota`: the `default` tier, logged (once a minute).
+   * The route quotas that apply are still `tier`'s.
+   */
+  quota?: Quota | undefined
 }
 
-/** Policies by tier name; `default` is required, `anonymous` (optional) applies to unauthenticated requests. */
-export type TierPolicies = { default: BucketPolicy } & Record<string, BucketPolicy>
+/**
+ * Quotas by tier name: a policy, or a list of named limits consumed together
+ * (`[{ name: 'second', ...per(10, 'second') }, { name: 'hour', ...per(1000, 'hour') }]`).
+ * `default` is required, `anonymous` (optional) applies to unauthenticated requests.
+ */
+export type TierPolicies = { default: Quota } & Record<string, Quota>
 
 /** The edge layer: a bucket per client for every request (`capacity`, `refillPerSecond`), or, with `global: false`, only the routes' own edge buckets. */
 export type EdgeOptions = (GlobalEdgeOptions | RoutesOnlyEdgeOptions) & EdgeModeOptions
@@ -114,6 +127,18 @@ export interface AppOptions {
   identify?: ((request: FastifyRequest) => Identity | undefined) | undefined
   /** The hook the app layer runs in. Default `'preHandler'`. */
   hook?: AppHookName | undefined
+  /**
+   * The largest quota an identity may carry (`Identity.quota`): each of its limits'
+   * capacity and refill at most these. Without it, identities' quotas are ignored
+   * (the tier applies, and the first one seen is logged).
+   */
+  maxQuota?: BucketPolicy | undefined
+  /**
+   * The default `identify` (`request.user` of @fastify/jwt) takes an identity's quota
+   * from this claim, e.g. `'rateLimit'` for `{ sub, tier, rateLimit: { capacity: 500, refillPerSecond: 50 } }`.
+   * Needs `maxQuota`. Default: none.
+   */
+  quotaClaim?: string | undefined
   /**
    * `true` (default): the app layer applies to every route (but those whose
    * config says `app: false`). `false`: only to routes whose config names it:
@@ -217,13 +242,15 @@ export interface EdgeSettings {
 }
 
 export interface AppSettings {
-  /** Tier name → policy named `app`, this process's share of the quota (prototype-less). */
-  tiers: Record<string, NamedPolicy>
-  /** Tier name → policy as configured, before the store's quota share: costs are checked against it (prototype-less). */
-  wholeTiers: Record<string, BucketPolicy>
+  /** Tier name → its limits (one named `app` for a tier of one policy), each with this process's share (prototype-less). */
+  tiers: Record<string, readonly TierLimit[]>
   /** The tier of requests with no verified identity: `anonymous` when configured, else `default`. */
   anonymousTier: string
   identify: ((request: FastifyRequest) => Identity | undefined) | undefined
+  /** Checks identities' quotas against `app.maxQuota`; `undefined` without it. */
+  identityQuotas: IdentityQuotas | undefined
+  /** The claim of `request.user` the default `identify` reads a quota from. */
+  quotaClaim: string | undefined
   hook: AppHookName
   /** Whether the app layer applies to routes whose config does not name it. */
   global: boolean
@@ -255,8 +282,8 @@ export interface RouteSettings {
   /** `route:POST /export`: the name of the route's own bucket (see `routeBucket`). */
   bucket: string
   cost: RouteCost
-  /** Tier name → the route's own policy named `route`; `undefined` without a route quota. */
-  quota: Record<string, NamedPolicy> | undefined
+  /** Tier name → the route's own limits (one named `route` for a quota of one policy); `undefined` without a route quota. */
+  quota: Record<string, readonly TierLimit[]> | undefined
   /** Whether the edge layer applies to this route. */
   edge: boolean
   /** The route's own edge bucket, named `edge-route`; `undefined` without one. */
@@ -270,23 +297,9 @@ export interface RouteSettings {
 const OPTION_KEYS = ['store', 'edge', 'app', 'allowList', 'headers', 'shadow', 'onLimit', 'warnings']
 const HOOKS: readonly AppHookName[] = ['preHandler', 'preValidation', 'preParsing']
 
-/** This process's share of a policy; capacity must still admit one request. */
-export function share (fail: Fail, path: string, policy: BucketPolicy, quotaShare: number): BucketPolicy {
-  if (quotaShare === 1) return policy
-  const capacity = policy.capacity * quotaShare
-  if (capacity < 1) {
-    fail(`Expected \`${path}.capacity\` × the store's quota share (${+quotaShare.toPrecision(4)}) to be ≥ 1, got ${+capacity.toPrecision(4)} from \`${policy.capacity}\``)
-  }
-  return Object.freeze({ capacity, refillPerSecond: policy.refillPerSecond * quotaShare })
-}
-
-/** Checked tiers (see `checkTiers`) as policies named `name`, scaled by the quota share. */
-function namedTiers (fail: Fail, path: string, tiers: Record<string, BucketPolicy>, name: string, quotaShare: number): Record<string, NamedPolicy> {
-  const named = Object.create(null) as Record<string, NamedPolicy>
-  for (const tier of Object.keys(tiers)) {
-    named[tier] = namedPolicy(name, share(fail, `${path}.${tier}`, tiers[tier] as BucketPolicy, quotaShare))
-  }
-  return named
+/** Checked tiers (see `checkTiers`), each a list of limits; a tier of one policy is one limit named `single`. */
+function checkTierLimits (fail: Fail, path: string, value: unknown, single: string, quotaShare: number): Record<string, readonly TierLimit[]> {
+  return checkTiers(fail, path, value, (at, quota) => checkQuota(fail, at, quota, single, (of, policy) => share(fail, of, policy, quotaShare)))
 }
 
 function checkStore (value: unknown): Store {
@@ -372,17 +385,22 @@ function checkApp (value: unknown, quotaShare: number): AppSettings | undefined 
   if (value === undefined || value === false) return undefined
   const fail = failOption
   const app = checkObject(fail, 'app', value)
-  checkKnownKeys(fail, 'app', app, ['tiers', 'identify', 'hook', 'global'])
+  checkKnownKeys(fail, 'app', app, ['tiers', 'identify', 'hook', 'global', 'maxQuota', 'quotaClaim'])
   if (app.global !== undefined && typeof app.global !== 'boolean') expected(fail, 'app.global', 'a boolean', app.global)
-  const wholeTiers = checkTiers(fail, 'app.tiers', app.tiers)
-  const tiers = namedTiers(fail, 'app.tiers', wholeTiers, 'app', quotaShare)
+  const tiers = checkTierLimits(fail, 'app.tiers', app.tiers, 'app', quotaShare)
   const hook = app.hook ?? 'preHandler'
   if (!HOOKS.includes(hook as AppHookName)) expected(fail, 'app.hook', HOOKS.map((h) => `'${h}'`).join(', or '), hook)
+  const maxQuota = app.maxQuota === undefined ? undefined : checkPolicy(fail, 'app.maxQuota', app.maxQuota)
+  if (app.quotaClaim !== undefined && (typeof app.quotaClaim !== 'string' || app.quotaClaim === '')) expected(fail, 'app.quotaClaim', 'a non-empty string', app.quotaClaim)
+  if (app.quotaClaim !== undefined && maxQuota === undefined) {
+    fail('Expected `app.maxQuota` with `app.quotaClaim`: the largest quota a token may carry, e.g. `{ capacity: 10000, refillPerSecond: 1000 }`')
+  }
   return {
     tiers,
-    wholeTiers,
     anonymousTier: 'anonymous' in tiers ? 'anonymous' : 'default',
     identify: app.identify === undefined ? undefined : checkFunction(fail, 'app.identify', app.identify),
+    identityQuotas: maxQuota === undefined ? undefined : new IdentityQuotas(maxQuota, quotaShare),
+    quotaClaim: app.quotaClaim,
     hook: hook as AppHookName,
     global: app.global !== false,
     quotaShare,
@@ -503,20 +521,33 @@ export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'u
   if (typeof cost === 'number') {
     checkNumber(fail, 'rateLimit.cost', cost, 0)
     for (const tier of Object.keys(app.tiers)) {
-      const capacity = (app.wholeTiers[tier] as BucketPolicy).capacity
-      if (cost > capacity) {
-        fail(`Expected \`rateLimit.cost\` to be at most the capacity of every tier, got \`${cost}\` above tier \`${tier}\`'s capacity ${capacity}: it could never pass`)
+      for (const limit of app.tiers[tier] as readonly TierLimit[]) {
+        const capacity = limit.whole.capacity
+        if (cost > capacity) {
+          const above = (app.tiers[tier] as readonly TierLimit[]).length > 1
+            ? `the capacity ${capacity} of tier \`${tier}\`'s limit \`${limit.named.name}\``
+            : `tier \`${tier}\`'s capacity ${capacity}`
+          fail(`Expected \`rateLimit.cost\` to be at most the capacity of every tier, got \`${cost}\` above ${above}: it could never pass`)
+        }
       }
     }
   } else if (typeof cost !== 'function') {
     expected(fail, 'rateLimit.cost', 'a finite number ≥ 0 or a function of the request', cost)
   }
-  let quota: Record<string, NamedPolicy> | undefined
+  let quota: Record<string, readonly TierLimit[]> | undefined
   if (config.quota !== undefined) {
-    quota = namedTiers(fail, 'rateLimit.quota', checkTiers(fail, 'rateLimit.quota', config.quota), 'route', app.quotaShare)
+    quota = checkTierLimits(fail, 'rateLimit.quota', config.quota, 'route', app.quotaShare)
     for (const tier of Object.keys(quota)) {
       if (!(tier in app.tiers)) {
         fail(`Expected \`rateLimit.quota\` to name only tiers of \`app.tiers\` (${Object.keys(app.tiers).join(', ')}), got ${describe(tier)}`)
+      }
+    }
+    // One step shows a tier's limits and the route's: a name must say which bucket it is.
+    for (const tier of Object.keys(app.tiers)) {
+      const tierNames = namesOf(app.tiers[tier] as readonly TierLimit[])
+      const clash = namesOf((quota[tier] ?? quota.default) as readonly TierLimit[]).find((name) => tierNames.includes(name))
+      if (clash !== undefined) {
+        fail(`Expected the limits of \`rateLimit.quota\` to be named apart from tier \`${tier}\`'s limits (${tierNames.join(', ')}), got ${describe(clash)} in both`)
       }
     }
   }

@@ -78,15 +78,15 @@ function decorator (settings: Settings, routes: RouteQuotas): TollgateDecorator 
   return {
     async consume (target: string | LayerBucket, ...rest: unknown[]) {
       const [policy, cost] = argumentsOf(target, rest)
-      const bucket = resolve(m, target, policy)
+      const resolved = resolve(m, target, policy)
       const amount = checkNumber(failOption, 'cost', cost, 0)
       const step: Step = {
-        layer: bucket.layer,
-        buckets: [{ key: bucket.key, policy: bucket.named.policy, cost: amount, overdraft: overdraftOf(m, bucket, amount) }],
-        layout: new HeaderLayout([bucket.named]),
-        tier: bucket.tier
+        layer: resolved.layer,
+        buckets: resolved.buckets.map((bucket) => ({ key: bucket.key, policy: bucket.named.policy, cost: amount, overdraft: overdraftOf(m, bucket, amount) })),
+        layout: new HeaderLayout(resolved.buckets.map((bucket) => bucket.named)),
+        tier: resolved.tier
       }
-      return report(step, await storeOf(m, bucket.layer).consume(step.buckets))
+      return report(step, await storeOf(m, resolved.layer).consume(step.buckets))
     },
     async peek (target: string | LayerBucket, ...rest: unknown[]) {
       const [policy, cost] = argumentsOf(target, rest)

@@ -150,15 +150,15 @@ export function checkPolicy (fail: Fail, path: string, value: unknown, extraKeys
 }
 
 /**
- * Checks a map of tier name → policy; `default` is required. Returns a
- * prototype-less copy so that only own, exact names ever match.
+ * Checks a map of tier name → quota (each checked by `check`); `default` is
+ * required. Returns a prototype-less copy so that only own, exact names ever match.
  */
-export function checkTiers (fail: Fail, path: string, value: unknown): Record<string, BucketPolicy> {
+export function checkTiers<T> (fail: Fail, path: string, value: unknown, check: (path: string, value: unknown) => T): Record<string, T> {
   const tiers = checkObject(fail, path, value)
   if (!Object.hasOwn(tiers, 'default')) {
     fail(`Expected \`${path}\` to contain a \`default\` tier, got tiers ${describe(Object.keys(tiers))}`)
   }
-  const checked = Object.create(null) as Record<string, BucketPolicy>
-  for (const name of Object.keys(tiers)) checked[name] = checkPolicy(fail, `${path}.${name}`, tiers[name])
+  const checked = Object.create(null) as Record<string, T>
+  for (const name of Object.keys(tiers)) checked[name] = check(`${path}.${name}`, tiers[name])
   return checked
 }

@@ -22,6 +22,9 @@ export const WARNINGS = {
   /** At the first request whose `app.identify` returned a promise (it must answer synchronously). */
   TOLLGATE_ASYNC_IDENTIFY:
     'app.identify returned a promise: it must return the identity synchronously (verify the token in an earlier hook and read request.user). Such requests are limited as anonymous.',
+  /** At the first request whose identity carried a quota while `app.maxQuota` is not set. */
+  TOLLGATE_IDENTITY_QUOTA_IGNORED:
+    'An identity carried a quota of its own, but app.maxQuota is not set: the quota was ignored and the tier applies. Set app.maxQuota (the largest quota an identity may carry) to honour such quotas.',
   /** At the first request whose `edge.key` returned a promise (it must answer synchronously). */
   TOLLGATE_ASYNC_EDGE_KEY:
     'edge.key returned a promise: it must return the key synchronously (the edge runs before anything is awaited). Such requests are keyed by client IP.',

@@ -8,7 +8,7 @@
  */
 import t, { type Test } from 'tap'
 import fc from 'fast-check'
-import Fastify from 'fastify'
+import Fastify, { type LightMyRequestResponse } from 'fastify'
 import { performance } from 'node:perf_hooks'
 import tollgate, { consume, memoryStore, redisStore, type BucketDecision, type BucketPolicy, type BucketRequest, type BucketState, type Store, type StoreDecision } from '../lib/index.js'
 import { requireRedis, startRedis } from './redis-server.js'
@@ -264,6 +264,53 @@ t.test('the Retry-After header is never early: a retry that many seconds later p
         await app.close()
       }
     }), 50)
+})
+
+t.test('several limits on one tier: each keeps its window bound B + R·t, and Retry-After is never early', async (t) => {
+  const limitArb = fc.record({
+    capacity: fc.integer({ min: 1, max: 20 }),
+    refillPerSecond: fc.oneof(fc.constant(0), fc.constantFrom(0.5, 1, 2.5), fc.double({ min: 0.01, max: 20, noNaN: true }))
+  })
+  await holds(t, 'per-limit bound and retries', fc.asyncProperty(
+    fc.array(limitArb, { minLength: 2, maxLength: 3 }),
+    fc.array(fc.record({ gap: fc.integer({ min: 0, max: 3000 }), costShare: fc.double({ min: 0, max: 1, noNaN: true }) }), { minLength: 1, maxLength: 40 }),
+    async (limits, requests) => {
+      let now = 0
+      const named = limits.map((limit, i) => ({ name: `l${i}`, ...limit }))
+      const smallest = Math.min(...limits.map((limit) => limit.capacity))
+      const app = Fastify()
+      await app.register(tollgate, { store: memoryStore({ clock: () => now }), app: { tiers: { default: named }, identify: () => ({ id: 'u' }) } })
+      app.get('/', { config: { rateLimit: { cost: (request) => Number(request.headers['x-cost']) } } }, async () => 'ok')
+      const spent: Array<{ at: number, cost: number }> = []
+      try {
+        for (const { gap, costShare } of requests) {
+          now += gap
+          const cost = Math.floor(costShare * smallest)
+          const send = async (): Promise<LightMyRequestResponse> => app.inject({ url: '/', headers: { 'x-cost': String(cost) } })
+          const response = await send()
+          if (response.statusCode !== 200) {
+            const retry = response.headers['retry-after']
+            if (retry === undefined) continue // a bucket that never refills: no retry time to check
+            now += Number(retry) * 1000
+            if ((await send()).statusCode !== 200) return false
+          }
+          spent.push({ at: now, cost })
+        }
+        for (const limit of limits) {
+          for (let i = 0; i < spent.length; i++) {
+            let sum = 0
+            for (let j = i; j < spent.length; j++) {
+              sum += (spent[j] as { cost: number }).cost
+              const windowS = ((spent[j] as { at: number }).at - (spent[i] as { at: number }).at) / 1000
+              if (sum > limit.capacity + limit.refillPerSecond * windowS + 1e-6) return false
+            }
+          }
+        }
+        return true
+      } finally {
+        await app.close()
+      }
+    }), 60)
 })
 
 t.test('differential: the memory store and the Redis script decide alike on random sequences', async (t) => {

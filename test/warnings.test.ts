@@ -23,7 +23,7 @@ async function appWith (options: TollgateOptions, server: FastifyServerOptions =
 }
 
 t.test('each warning has a message that names the problem', async (t) => {
-  t.same(Object.keys(WARNINGS).sort(), ['TOLLGATE_ASYNC_EDGE_KEY', 'TOLLGATE_ASYNC_IDENTIFY', 'TOLLGATE_FORWARDED_WITHOUT_TRUST_PROXY', 'TOLLGATE_ONLY_ANONYMOUS', 'TOLLGATE_ROUTE_BEFORE_PLUGIN', 'TOLLGATE_SHARED_STORE', 'TOLLGATE_TRUST_PROXY_TRUE'])
+  t.same(Object.keys(WARNINGS).sort(), ['TOLLGATE_ASYNC_EDGE_KEY', 'TOLLGATE_ASYNC_IDENTIFY', 'TOLLGATE_FORWARDED_WITHOUT_TRUST_PROXY', 'TOLLGATE_IDENTITY_QUOTA_IGNORED', 'TOLLGATE_ONLY_ANONYMOUS', 'TOLLGATE_ROUTE_BEFORE_PLUGIN', 'TOLLGATE_SHARED_STORE', 'TOLLGATE_TRUST_PROXY_TRUE'])
   for (const message of Object.values(WARNINGS)) t.ok(message.length > 40)
 })
 

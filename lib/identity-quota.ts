@@ -1,0 +1,77 @@
+/**
+ * Quotas carried by the identity: a customer with a negotiated quota gets it
+ * from `identify` (or a JWT claim) instead of a tier name. Such a quota comes
+ * with each request, so it is checked per request, without throwing at the
+ * caller: anything malformed, or above the operator's `app.maxQuota`, is refused
+ * with a reason, and the request gets `default` (never a better quota).
+ */
+import type { FastifyRequest } from 'fastify'
+import { performance } from 'node:perf_hooks'
+import type { BucketPolicy } from './bucket.js'
+import { checkQuota, share, type TierLimit } from './limits.js'
+import { ThrottledLog } from './throttled-log.js'
+import { describe, type Fail } from './validate.js'
+
+/** How often a refused quota is logged, at most: once a minute (ms). */
+export const QUOTA_REFUSED_LOG_INTERVAL_MS = 60_000
+
+/** An identity's quota, checked, with its keys apart from every tier's and every other policy's. */
+export interface IdentityQuota {
+  /**
+   * Its limits. Each key suffix names the policy, `~q500r50` (`:<name>~q…r…` in a
+   * list): a user under another policy has other buckets, and the same policy
+   * finds the same bucket again.
+   */
+  readonly limits: readonly TierLimit[]
+}
+
+/** How many checked quotas are kept, by their text: past it, the cache starts again. */
+const CACHE_SIZE = 1000
+
+class Refused extends Error {}
+const refuse: Fail = (problem) => { throw new Refused(problem) }
+
+/** Checks identities' quotas against `max` (each limit's capacity and refill at most its own), scaled by `quotaShare`. */
+export class IdentityQuotas {
+  private readonly checked = new Map<string, IdentityQuota>()
+  private readonly refusals: ThrottledLog
+
+  constructor (readonly max: BucketPolicy, private readonly quotaShare: number, now: () => number = () => performance.now()) {
+    this.refusals = new ThrottledLog(QUOTA_REFUSED_LOG_INTERVAL_MS, now)
+  }
+
+  /** Logs (once a minute at most) that `user`'s quota was refused, and why; the request then gets `default`. */
+  refused (request: FastifyRequest, user: string, reason: string): void {
+    this.refusals.log((since) => {
+      request.log.warn({ user, reason, since }, 'fastify-tollgate: an identity\'s quota was refused; the default tier applies (logged once a minute; `since`: refusals not logged since the last line)')
+    })
+  }
+
+  /** The checked quota of `value`, or why it is refused (for the log). */
+  of (value: unknown): IdentityQuota | string {
+    let limits: readonly TierLimit[]
+    try {
+      limits = checkQuota(refuse, 'quota', value, 'app', (path, policy) => share(refuse, path, policy, this.quotaShare))
+      for (const [i, limit] of limits.entries()) {
+        const at = limits.length > 1 ? `quota[${i}]` : 'quota'
+        if (limit.whole.capacity > this.max.capacity) refuse(`\`${at}.capacity\` ${limit.whole.capacity} is above \`app.maxQuota.capacity\` ${this.max.capacity}`)
+        if (limit.whole.refillPerSecond > this.max.refillPerSecond) {
+          refuse(`\`${at}.refillPerSecond\` ${limit.whole.refillPerSecond} is above \`app.maxQuota.refillPerSecond\` ${this.max.refillPerSecond}`)
+        }
+      }
+    } catch (error) {
+      if (error instanceof Refused) return error.message
+      return `reading it threw: ${describe(error instanceof Error ? error.message : error)}`
+    }
+    const text = limits.map((limit) => `${limit.keySuffix}~q${limit.whole.capacity}r${limit.whole.refillPerSecond}`).join(',')
+    let quota = this.checked.get(text)
+    if (quota === undefined) {
+      if (this.checked.size >= CACHE_SIZE) this.checked.clear()
+      quota = {
+        limits: limits.map((limit) => ({ ...limit, keySuffix: `${limit.keySuffix}~q${limit.whole.capacity}r${limit.whole.refillPerSecond}` }))
+      }
+      this.checked.set(text, quota)
+    }
+    return quota
+  }
+}

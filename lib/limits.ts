@@ -1,0 +1,102 @@
+/**
+ * A tier's quota (and a route's): one policy, or several named limits consumed
+ * together, all or nothing, as pricing pages write them: "10 a second, 1 000 an
+ * hour, 20 000 a day".
+ */
+import type { BucketPolicy } from './bucket.js'
+import { namedPolicy, type NamedPolicy } from './headers.js'
+import { checkInteger, checkNumber, checkObject, checkPolicy, describe, expected, failOption, type Fail } from './validate.js'
+
+/** One of several limits: a policy and its name in `RateLimit-Policy` and `RateLimit`. */
+export interface NamedLimit extends BucketPolicy {
+  /** 1 to 32 letters, digits, `_` or `-`, starting with a letter; unique in its list; not `edge` or `edge-route`. */
+  readonly name: string
+}
+
+/** One policy (named `app` for a tier, `route` for a route quota in the headers), or a list of named limits. */
+export type Quota = BucketPolicy | readonly NamedLimit[]
+
+/** One limit of a quota, as the layers use it. */
+export interface TierLimit {
+  /** Its header name and this process's share of its policy. */
+  readonly named: NamedPolicy
+  /** The policy as configured: costs are checked against its capacity. */
+  readonly whole: BucketPolicy
+  /** Appended to the layer's bucket key: `''` for a quota of one policy, `:<name>` for a limit of a list. */
+  readonly keySuffix: string
+}
+
+/** The most limits one quota may list: each is a bucket every request of the tier consumes. */
+export const MAX_LIMITS = 8
+const LIMIT_NAME = /^[A-Za-z][A-Za-z0-9_-]{0,31}$/
+/** The edge's names: both layers' members share the headers. */
+const EDGE_NAMES = new Set(['edge', 'edge-route'])
+
+const PERIODS = { second: 1, minute: 60, hour: 3600, day: 86_400, week: 604_800 } as const
+export type Period = keyof typeof PERIODS
+
+/**
+ * `count` requests per `period` as a token bucket: a burst of up to `count`, refilled
+ * at `count` per period. `per(1000, 'hour')` is `{ capacity: 1000, refillPerSecond: 1000 / 3600 }`.
+ * `period`: `'second'`, `'minute'`, `'hour'`, `'day'`, `'week'`, or a number of seconds > 0.
+ * Throws `TOLLGATE_INVALID_OPTION` for a count below 1 or an unknown period.
+ */
+export function per (count: number, period: Period | number): BucketPolicy {
+  checkNumber(failOption, 'per(count)', count, 1)
+  let seconds: number
+  if (typeof period === 'number') {
+    if (!Number.isFinite(period) || period <= 0) expected(failOption, 'per(…, period)', 'a number of seconds > 0', period)
+    seconds = period
+  } else {
+    if (typeof period !== 'string' || !Object.hasOwn(PERIODS, period)) {
+      expected(failOption, 'per(…, period)', `${Object.keys(PERIODS).map((p) => `'${p}'`).join(', ')} or a number of seconds > 0`, period)
+    }
+    seconds = PERIODS[period]
+  }
+  return Object.freeze({ capacity: count, refillPerSecond: count / seconds })
+}
+
+/**
+ * A checked quota: a policy (the one limit named `single`), or a list of 1 to
+ * MAX_LIMITS named limits. `share` scales a policy to this process's share.
+ */
+export function checkQuota (fail: Fail, path: string, value: unknown, single: string, share: (path: string, policy: BucketPolicy) => BucketPolicy): readonly TierLimit[] {
+  if (!Array.isArray(value)) {
+    const whole = checkPolicy(fail, path, value)
+    return Object.freeze([{ named: namedPolicy(single, share(path, whole)), whole, keySuffix: '' }])
+  }
+  checkInteger(fail, `${path}.length`, value.length, 1, MAX_LIMITS)
+  const seen = new Set<string>()
+  return Object.freeze(value.map((item: unknown, i): TierLimit => {
+    const at = `${path}[${i}]`
+    const { name } = checkObject(fail, at, item)
+    if (typeof name !== 'string' || !LIMIT_NAME.test(name)) {
+      expected(fail, `${at}.name`, 'a name of 1 to 32 letters, digits, `_` or `-`, starting with a letter', name)
+    }
+    if (EDGE_NAMES.has(name)) fail(`Expected \`${at}.name\` to differ from the edge's names (edge, edge-route), got ${describe(name)}`)
+    if (seen.has(name)) fail(`Expected the names in \`${path}\` to be unique, got ${describe(name)} twice`)
+    seen.add(name)
+    const whole = checkPolicy(fail, at, item, ['name'])
+    return { named: namedPolicy(name, share(at, whole)), whole, keySuffix: `:${name}` }
+  }))
+}
+
+/** The smallest capacity of `limits` as configured: a cost above it could never pass. */
+export function capacityOf (limits: readonly TierLimit[]): number {
+  let capacity = Infinity
+  for (const limit of limits) capacity = Math.min(capacity, limit.whole.capacity)
+  return capacity
+}
+
+/** The limits' header names. */
+export const namesOf = (limits: readonly TierLimit[]): string[] => limits.map((limit) => limit.named.name)
+
+/** This process's share of a policy; capacity must still admit one request. */
+export function share (fail: Fail, path: string, policy: BucketPolicy, quotaShare: number): BucketPolicy {
+  if (quotaShare === 1) return policy
+  const capacity = policy.capacity * quotaShare
+  if (capacity < 1) {
+    fail(`Expected \`${path}.capacity\` × the store's quota share (${+quotaShare.toPrecision(4)}) to be ≥ 1, got ${+capacity.toPrecision(4)} from \`${policy.capacity}\``)
+  }
+  return Object.freeze({ capacity, refillPerSecond: policy.refillPerSecond * quotaShare })
+}
