@@ -1,7 +1,8 @@
 /**
  * Demo authentication shared by the examples: `@fastify/jwt`, a hook that
  * verifies a bearer token when there is one, and `GET /token` to mint one
- * (exempt from the limits, so the printed lines can be pasted again).
+ * (exempt from the limits, so the printed lines can be pasted again), with a
+ * quota of the user's own when asked (`capacity`, `refill`).
  * A bad token leaves `request.user` unset: the request is anonymous, never a
  * better tier. (Minting tokens for anyone is for the demo only.)
  */
@@ -18,8 +19,10 @@ export async function addDemoAuth (app: FastifyInstance, secret = DEMO_SECRET): 
     try { await request.jwtVerify() } catch { /* anonymous */ }
   })
   app.get('/token', { config: { rateLimit: false } }, async (request) => {
-    const { user = 'alice', tier = 'default' } = request.query as { user?: string, tier?: string }
-    return { token: app.jwt.sign({ sub: user, tier }, { expiresIn: '1h' }) }
+    const { user = 'alice', tier = 'default', capacity, refill } = request.query as { user?: string, tier?: string, capacity?: string, refill?: string }
+    // capacity and refill: a quota of the user's own in the `rateLimit` claim (the pricing example reads it).
+    const quota = capacity === undefined ? {} : { rateLimit: { capacity: Number(capacity), refillPerSecond: Number(refill ?? 0) } }
+    return { token: app.jwt.sign({ sub: user, tier, ...quota }, { expiresIn: '1h' }) }
   })
 }
 

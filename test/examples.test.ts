@@ -15,6 +15,7 @@ import { example as shadow } from '../examples/shadow.js'
 import { example as replicaShare } from '../examples/replica-share.js'
 import { example as problemJson } from '../examples/problem-json.js'
 import { example as login } from '../examples/login.js'
+import { example as pricing } from '../examples/pricing.js'
 import { example as frlGlobal } from '../examples/frl-global.js'
 import { example as frlNotFound } from '../examples/frl-not-found.js'
 import { example as frlErrorResponse } from '../examples/frl-error-response.js'
@@ -103,6 +104,38 @@ t.test('route-cost: costs, and an export quota of its own', async (t) => {
   t.match(items.headers['ratelimit'], /^"app";r=15;/, 'items cost 1')
   clock.advance(60_000)
   t.equal((await app.inject(exportOnce)).statusCode, 200, 'a minute later, one more export')
+})
+
+t.test('pricing: plans of three limits, a negotiated quota in the token, and an export quota of two', async (t) => {
+  const { app, clock } = await start(t, pricing)
+  const free = { authorization: await bearer(app, 'user=alice') }
+  t.same(await statuses(app, 7, { url: '/', headers: free }), [200, 200, 200, 200, 200, 429, 429], 'the per-second limit: 5')
+  const refused = await app.inject({ url: '/', headers: free })
+  t.equal(refused.headers['ratelimit-policy'], '"second";q=5;w=1, "hour";q=100;w=3600, "day";q=1000;w=86400')
+  t.equal(refused.headers['retry-after'], '1')
+  for (let i = 0; i < 19; i++) {
+    clock.advance(1000)
+    await statuses(app, 5, { url: '/', headers: free })
+  }
+  const hourly = await app.inject({ url: '/', headers: free })
+  t.equal(hourly.statusCode, 429, '100 in an hour')
+  t.match(hourly.headers.ratelimit, /"hour";r=0;/)
+  const pro = await app.inject({ url: '/', headers: { authorization: await bearer(app, 'user=bob&tier=pro') } })
+  t.match(pro.headers['ratelimit-policy'], /^"second";q=20;w=1/)
+  const acme = { authorization: await bearer(app, 'user=acme&capacity=500&refill=50') }
+  t.equal((await app.inject({ url: '/', headers: acme })).headers['ratelimit-policy'], '"app";q=500;w=10')
+  const greedy = await app.inject({ url: '/', headers: { authorization: await bearer(app, 'user=greedy&capacity=1e12&refill=1') } })
+  t.match(greedy.headers['ratelimit-policy'], /^"second";q=5;w=1/, 'above maxQuota: the free plan')
+  const exportOnce: InjectOptions = { method: 'POST', url: '/export', headers: acme }
+  t.same(await statuses(app, 2, exportOnce), [200, 429], 'one export a minute')
+  for (let i = 0; i < 4; i++) {
+    clock.advance(60_000)
+    t.equal((await app.inject(exportOnce)).statusCode, 200)
+  }
+  clock.advance(60_000)
+  const daily = await app.inject(exportOnce)
+  t.equal(daily.statusCode, 429, 'five a day')
+  t.match(daily.headers.ratelimit, /"exports-minute";r=1;t=0?, "exports-day";r=0;/)
 })
 
 t.test('api-key: known keys have their own bucket; invented keys stay in the IP bucket', async (t) => {
@@ -421,6 +454,7 @@ const probes: Record<(typeof EXAMPLES)[number], (url: string) => Promise<{ statu
   },
   redis: twoExports,
   'redis-cluster': twoExports,
+  pricing: async (url) => ({ statuses: await codes(`${url}/`, 8, await token(url, 'user=alice')), passes: 5 }),
   'frl-global': async (url) => ({ statuses: await codes(`${url}/`, 110), passes: 100 }),
   // A 404 is an answer the limit let through.
   'frl-not-found': async (url) => ({ statuses: (await codes(`${url}/nowhere`, 4)).map((code) => code === 404 ? 200 : code), passes: 2 }),

@@ -3,7 +3,7 @@
  * Imports the package by name, so it checks the published declarations in dist/.
  */
 import Fastify, { type FastifyRequest, type RouteShorthandOptions } from 'fastify'
-import tollgate, { memoryStore, RateLimitedError, type BucketLevel, type LayerBucket, type LimitDecision, type PeekDecision, type RouteCost, type Store, type TollgateOptions } from 'fastify-tollgate'
+import tollgate, { memoryStore, per, RateLimitedError, type NamedLimit, type Quota, type BucketLevel, type LayerBucket, type LimitDecision, type PeekDecision, type RouteCost, type Store, type TollgateOptions } from 'fastify-tollgate'
 
 const app = Fastify()
 
@@ -48,6 +48,24 @@ void [noDefault, stringCapacity, badHook, unknownOption, intervalWithoutSettle, 
 void app.register(tollgate, { edge: { capacity: 30, refillPerSecond: 10, mode: 'settle', settleIntervalMs: 50 } })
 void app.register(tollgate, { edge: { global: false, mode: 'replica-share' } })
 void app.tollgate.settle()
+
+// Several limits per tier and per route quota; per(count, period); a quota carried by the identity.
+const pricing: NamedLimit[] = [{ name: 'second', ...per(10, 'second') }, { name: 'hour', ...per(1000, 'hour') }, { name: 'day', ...per(20_000, 90_000) }]
+void app.register(tollgate, {
+  app: {
+    tiers: { default: pricing, vip: { capacity: 200, refillPerSecond: 50 } },
+    maxQuota: { capacity: 10_000, refillPerSecond: 1000 },
+    quotaClaim: 'rateLimit',
+    identify: (request) => ({ id: 'acme', quota: request.headers['x-deal'] === undefined ? undefined : { capacity: 500, refillPerSecond: 50 } })
+  }
+})
+app.post('/bulk', { config: { rateLimit: { quota: { default: [{ name: 'bulk-hour', ...per(5, 'hour') }] } } } }, async () => 'ok')
+const oneQuota: Quota = per(5, 'minute')
+// @ts-expect-error: a limit in a list needs its name
+const unnamed: TollgateOptions = { app: { tiers: { default: [{ capacity: 1, refillPerSecond: 1 }] } } }
+// @ts-expect-error: not a period
+per(5, 'fortnight')
+void [oneQuota, unnamed]
 
 // Route config is typed by declaration merging.
 app.post('/export', { config: { rateLimit: { cost: 10 } } }, async () => 'ok')
