@@ -18,6 +18,7 @@ import { capacityOf, type Quota, type TierLimit } from './limits.js'
 import type { IdentityQuota, IdentityQuotas } from './identity-quota.js'
 import type { BucketRequest } from './store.js'
 import { isPromise } from './sync.js'
+import { penaltyBucket, stepPenalty } from './penalty.js'
 import { describe } from './validate.js'
 import type { Warnings } from './warnings.js'
 
@@ -82,20 +83,26 @@ function requester (request: FastifyRequest, app: AppSettings, warnings: Warning
     identity = undefined
   }
   if (typeof identity === 'object' && identity !== null) {
-    const { id, tier, quota } = identity
+    let id: unknown, tier: unknown, quota: unknown
+    try {
+      ({ id, tier, quota } = identity)
+    } catch (error) {
+      request.log.error({ err: error }, 'fastify-tollgate: reading the identity threw; treated as anonymous')
+      return { kind: 'ip', id: '', tier: app.anonymousTier, quota: undefined }
+    }
     const validId = (typeof id === 'string' && id !== '') || (typeof id === 'number' && Number.isFinite(id))
     if (validId) {
       const tierName = typeof tier === 'string' && Object.hasOwn(app.tiers, tier) ? tier : 'default'
-      if (quota === undefined) return { kind: 'user', id: String(id), tier: tierName, quota: undefined }
+      if (quota === undefined || quota === null) return { kind: 'user', id: String(id), tier: tierName, quota: undefined }
       if (app.identityQuotas === undefined) {
         warnings.warn('TOLLGATE_IDENTITY_QUOTA_IGNORED')
         return { kind: 'user', id: String(id), tier: tierName, quota: undefined }
       }
       const checked = app.identityQuotas.of(quota)
       if (typeof checked !== 'string') return { kind: 'user', id: String(id), tier: tierName, quota: checked }
-      // Never a better quota than the claims prove: a bad one gets `default`.
+      // Never a better quota than the claims prove: a bad one gets the tier's.
       app.identityQuotas.refused(request, String(id), checked)
-      return { kind: 'user', id: String(id), tier: 'default', quota: undefined }
+      return { kind: 'user', id: String(id), tier: tierName, quota: undefined }
     }
   }
   return { kind: 'ip', id: '', tier: app.anonymousTier, quota: undefined }
@@ -131,11 +138,17 @@ export function createAppHook (
   for (const tier of Object.keys(app.tiers)) {
     tiers.set(tier, tierStep(app.tiers[tier] as readonly TierLimit[], route.quota === undefined ? undefined : (route.quota[tier] ?? route.quota.default)))
   }
-  // Identities' own quotas (kept by IdentityQuotas, so a WeakMap holds few), with the route quota of their tier.
-  const ownSteps = new WeakMap<IdentityQuota, TierStep>()
-  const newOwnStep = (quota: IdentityQuota, tier: string): TierStep => {
-    const step = tierStep(quota.limits, route.quota === undefined ? undefined : (route.quota[tier] ?? route.quota.default))
-    ownSteps.set(quota, step)
+  // Identities' own quotas (kept by IdentityQuotas, so a WeakMap holds few), by tier: with the route quota of their tier,
+  // or why such a quota cannot run here (a limit named like one of the route quota's).
+  const ownSteps = new WeakMap<IdentityQuota, Map<string, TierStep | string>>()
+  const newOwnStep = (quota: IdentityQuota, tier: string): TierStep | string => {
+    const own = route.quota === undefined ? undefined : (route.quota[tier] ?? route.quota.default)
+    const names = quota.limits.map((limit) => limit.named.name)
+    const clash = own?.find((limit) => names.includes(limit.named.name))
+    const step = clash === undefined ? tierStep(quota.limits, own) : `a limit is named \`${clash.named.name}\` like one of the quota of ${route.route}`
+    let byTier = ownSteps.get(quota)
+    if (byTier === undefined) ownSteps.set(quota, byTier = new Map<string, TierStep | string>())
+    byTier.set(tier, step)
     return step
   }
   return function tollgateApp (request, reply, done) {
@@ -148,14 +161,16 @@ export function createAppHook (
     if (warnings.anonymousLeft > 0) warnings.sawRequester(who.kind === 'ip')
     let tier = tiers.get(who.tier) as TierStep
     if (who.quota !== undefined) {
-      tier = ownSteps.get(who.quota) ?? newOwnStep(who.quota, who.tier)
-      if (typeof route.cost === 'number' && route.cost > tier.capacity) {
-        (app.identityQuotas as IdentityQuotas).refused(request, who.id, `its capacity ${tier.capacity} is below the cost ${route.cost} of ${route.route}`)
-        who = { ...who, tier: 'default', quota: undefined }
-        tier = tiers.get('default') as TierStep
+      const own = ownSteps.get(who.quota)?.get(who.tier) ?? newOwnStep(who.quota, who.tier)
+      if (typeof own === 'string') {
+        (app.identityQuotas as IdentityQuotas).refused(request, who.id, own)
+        who = { ...who, quota: undefined }
+      } else {
+        tier = own
       }
     }
-    const cost = costOf(request, route, tier.capacity, who.tier)
+    // A cost above an identity's own quota is no server bug: the store refuses it (it never passes).
+    const cost = costOf(request, route, who.quota === undefined ? tier.capacity : Infinity, who.tier)
     if (cost instanceof Error) {
       done(cost)
       return
@@ -176,7 +191,9 @@ export function createAppHook (
         buckets.push({ key: suffix === '' ? routeKey : routeKey + suffix, policy: (layout.buckets[i] as NamedPolicy).policy, cost: 1 })
       }
     }
-    runStep(settings, request, reply, { layer: 'app', buckets, layout, tier: who.tier }, done)
+    const penalty = stepPenalty(app.penalty, route, key)
+    if (penalty !== undefined) buckets.push(penaltyBucket(penalty))
+    runStep(settings, request, reply, { layer: 'app', buckets, layout, tier: who.tier, penalty }, done)
   }
 }
 

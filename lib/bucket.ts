@@ -169,15 +169,17 @@ export function read (state: BucketState | undefined, policy: BucketPolicy, cost
 }
 
 /**
- * Gives `amount` tokens (finite, ≥ 0) back to a bucket at `nowMs`: the state it
- * then holds, to store in place of `state`. Never above capacity: a bucket that
- * would be full returns `undefined` (absent, i.e. full; the store deletes it), and
- * an absent bucket stays absent. A bucket in debt gains `amount` and may stay in
- * debt. Like an allowed step, it records `lastMs = nowMs`, even when `nowMs` is
- * before the last step (a clock that went backwards).
+ * Gives `amount` tokens (finite) back to a bucket at `nowMs`: the state it then
+ * holds, to store in place of `state`. Never above capacity: a bucket that would
+ * be full returns `undefined` (absent, i.e. full; the store deletes it), and an
+ * absent bucket stays absent. A bucket in debt gains `amount` and may stay in
+ * debt. A negative `amount` takes tokens, from a full (absent) bucket too, and may
+ * leave it in debt (a penalty starts so, see penalty.ts). Like an allowed step, it
+ * records `lastMs = nowMs`, even when `nowMs` is before the last step (a clock
+ * that went backwards).
  */
 export function refund (state: BucketState | undefined, policy: BucketPolicy, amount: number, nowMs: number): BucketState | undefined {
-  if (state === undefined) return undefined
+  if (state === undefined && amount >= 0) return undefined
   const tokens = tokensAt(state, policy, nowMs) + amount
   return tokens < policy.capacity ? { tokens, lastMs: nowMs } : undefined
 }

@@ -4,21 +4,26 @@
  * The store may answer synchronously; then no promise is made.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { RateLimitedError, StoreUnavailableError } from './errors.js'
-import { HeaderLayout, namedPolicy, writeHeaders, type NamedPolicy } from './headers.js'
+import { PenalizedError, RateLimitedError, StoreUnavailableError } from './errors.js'
+import { HeaderLayout, namedPolicy, writeHeaders } from './headers.js'
 import type { LimitDecision, Settings } from './options.js'
 import type { BucketRequest, StoreDecision } from './store.js'
 import type { BucketPolicy } from './bucket.js'
+import type { Penalties, StepPenalty } from './penalty.js'
 
 export type Done = (error?: Error) => void
 
 /** What one layer asks of the store for one request. */
 export interface Step {
   layer: LimitDecision['layer']
-  /** The buckets to consume, all or nothing; `layout.buckets[i]` names `buckets[i]`. */
+  /**
+   * The buckets to consume, all or nothing; `layout.buckets[i]` names `buckets[i]`.
+   * With a penalty, its bucket comes last, after those the layout names.
+   */
   buckets: BucketRequest[]
   layout: HeaderLayout
   tier: string | undefined
+  penalty?: StepPenalty | undefined
 }
 
 function isThenable (value: unknown): value is PromiseLike<unknown> {
@@ -55,13 +60,16 @@ export function report (step: Step, decision: StoreDecision): LimitDecision {
     allowed: decision.allowed,
     cost: (step.buckets[0] as BucketRequest).cost,
     retryAfterMs: decision.retryAfterMs,
-    buckets: step.buckets.map((bucket, i) => ({
-      name: (step.layout.buckets[i] as NamedPolicy).name,
-      key: bucket.key,
-      capacity: (decision.policies?.[i] ?? bucket.policy).capacity,
-      refillPerSecond: (decision.policies?.[i] ?? bucket.policy).refillPerSecond,
-      tokens: decision.tokens[i] as number
-    }))
+    buckets: step.layout.buckets.map((named, i) => {
+      const bucket = step.buckets[i] as BucketRequest
+      return {
+        name: named.name,
+        key: bucket.key,
+        capacity: (decision.policies?.[i] ?? bucket.policy).capacity,
+        refillPerSecond: (decision.policies?.[i] ?? bucket.policy).refillPerSecond,
+        tokens: decision.tokens[i] as number
+      }
+    })
   }
   if (step.tier !== undefined) result.tier = step.tier
   return result
@@ -91,6 +99,13 @@ function finish (settings: Settings, request: FastifyRequest, reply: FastifyRepl
     return
   }
   const limit = report(step, decision)
+  const penalty = step.penalty === undefined ? 'none' : (settings.penalties as Penalties).onRefusal(step.penalty, decision)
+  if (penalty !== 'none') {
+    const { seconds } = (step.penalty as StepPenalty).settings
+    limit.penalty = { state: penalty, seconds }
+    // The refusal that starts a penalty already waits for its end.
+    if (penalty === 'started') limit.retryAfterMs = Math.max(limit.retryAfterMs, seconds * 1000)
+  }
   if (settings.onLimit !== undefined) {
     try {
       const returned: unknown = settings.onLimit(request, limit)
@@ -106,7 +121,7 @@ function finish (settings: Settings, request: FastifyRequest, reply: FastifyRepl
     return
   }
   request.log.debug({ rateLimit: limit }, 'fastify-tollgate: refused')
-  const refusal = new RateLimitedError(limit)
+  const refusal = penalty !== 'none' && (step.penalty as StepPenalty).settings.status === 403 ? new PenalizedError(limit) : new RateLimitedError(limit)
   if (refusal.retryAfterSeconds !== undefined) reply.header('retry-after', refusal.retryAfterSeconds)
   // RFC 6585: a 429 must not be stored by a cache.
   reply.header('cache-control', 'no-store')

@@ -10,9 +10,10 @@ import { ofClientAddress } from './key-cache.js'
 import { routeConfigReader } from './route-config.js'
 import { isPromise } from './sync.js'
 import type { RouteTable } from './routes.js'
-import type { EdgeSettings, Settings } from './options.js'
+import type { EdgeSettings, RouteSettings, Settings } from './options.js'
 import type { BucketRequest } from './store.js'
 import type { Warnings } from './warnings.js'
+import { penaltyBucket, stepPenalty } from './penalty.js'
 
 /**
  * `{key:<digest of the value>}:edge` from `edge.key(request)`, else `{ip:<address>}:edge`
@@ -77,6 +78,9 @@ export function createEdgeHook (
     if (layout.buckets.length > buckets.length) {
       buckets.push({ key: `${key}-${(route as { bucket: string }).bucket}`, policy: (layout.buckets[buckets.length] as NamedPolicy).policy, cost: 1 })
     }
-    runStep(settings, request, reply, { layer: 'edge', buckets, layout, tier: undefined }, done)
+    // (`route` is not false here: such a route has no layout.)
+    const penalty = stepPenalty(edge.penalty, route as RouteSettings | undefined, key)
+    if (penalty !== undefined) buckets.push(penaltyBucket(penalty))
+    runStep(settings, request, reply, { layer: 'edge', buckets, layout, tier: undefined, penalty }, done)
   }
 }

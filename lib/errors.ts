@@ -37,11 +37,32 @@ export class RateLimitedError extends RateLimitedBase {
   constructor (decision: LimitDecision) {
     super()
     const seconds = retryAfterSeconds(decision.retryAfterMs)
-    this.message = seconds === undefined
-      ? 'Rate limit exceeded: this quota does not refill'
-      : `Rate limit exceeded, retry in ${seconds} second${seconds === 1 ? '' : 's'}`
+    this.message = seconds !== undefined
+      ? `Rate limit exceeded, retry in ${seconds} second${seconds === 1 ? '' : 's'}`
+      : decision.buckets.some((bucket) => bucket.capacity < decision.cost)
+        ? 'Rate limit exceeded: this request costs more than the quota holds'
+        : 'Rate limit exceeded: this quota does not refill'
     this.decision = decision
     this.retryAfterSeconds = seconds
+  }
+}
+
+const PenalizedBase: TollgateError<'TOLLGATE_PENALIZED', 403, []> = createError(
+  'TOLLGATE_PENALIZED', 'Refused for a while: too many requests after being limited', 403, Error, false)
+
+/**
+ * 403: the client is in a penalty (`penalty.status: 403`), after too many refusals.
+ * Like `RateLimitedError`: no stack trace, `decision` and `retryAfterSeconds` (the
+ * penalty's end, also sent as `Retry-After`).
+ */
+export class PenalizedError extends PenalizedBase {
+  readonly decision: LimitDecision
+  readonly retryAfterSeconds: number | undefined
+
+  constructor (decision: LimitDecision) {
+    super()
+    this.decision = decision
+    this.retryAfterSeconds = retryAfterSeconds(decision.retryAfterMs)
   }
 }
 

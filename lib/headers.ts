@@ -42,8 +42,9 @@ const ceilSeconds = (ms: number): number => Math.ceil(ms / 1000)
 const held = (tokens: number, policy: BucketPolicy): number => tokens > 0 ? Math.min(tokens, policy.capacity) : 0
 
 export function namedPolicy (name: string, policy: BucketPolicy): NamedPolicy {
-  // w: seconds to refill from empty; left out when the bucket never refills.
-  const window = policy.refillPerSecond > 0 ? `;w=${fieldInteger(Math.ceil(policy.capacity / policy.refillPerSecond))}` : ''
+  // w: seconds to refill from empty (to 12 digits first: per(11, 'minute') is 60 s, not 60.00000000000001);
+  // left out when the bucket never refills.
+  const window = policy.refillPerSecond > 0 ? `;w=${fieldInteger(Math.ceil(+(policy.capacity / policy.refillPerSecond).toPrecision(12)))}` : ''
   return { name, policy, policyMember: `"${name}";q=${fieldInteger(Math.floor(policy.capacity))}${window}` }
 }
 

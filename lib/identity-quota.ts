@@ -10,7 +10,7 @@ import { performance } from 'node:perf_hooks'
 import type { BucketPolicy } from './bucket.js'
 import { checkQuota, share, type TierLimit } from './limits.js'
 import { ThrottledLog } from './throttled-log.js'
-import { describe, type Fail } from './validate.js'
+import type { Fail } from './validate.js'
 
 /** How often a refused quota is logged, at most: once a minute (ms). */
 export const QUOTA_REFUSED_LOG_INTERVAL_MS = 60_000
@@ -29,6 +29,15 @@ export interface IdentityQuota {
 const CACHE_SIZE = 1000
 
 class Refused extends Error {}
+
+/** Why a quota was refused, whatever was thrown (a hostile value may throw anything, even from `instanceof`). */
+function reasonOf (error: unknown): string {
+  try {
+    return error instanceof Refused ? error.message : 'reading it threw'
+  } catch {
+    return 'reading it threw'
+  }
+}
 const refuse: Fail = (problem) => { throw new Refused(problem) }
 
 /** Checks identities' quotas against `max` (each limit's capacity and refill at most its own), scaled by `quotaShare`. */
@@ -60,8 +69,7 @@ export class IdentityQuotas {
         }
       }
     } catch (error) {
-      if (error instanceof Refused) return error.message
-      return `reading it threw: ${describe(error instanceof Error ? error.message : error)}`
+      return reasonOf(error)
     }
     const text = limits.map((limit) => `${limit.keySuffix}~q${limit.whole.capacity}r${limit.whole.refillPerSecond}`).join(',')
     let quota = this.checked.get(text)

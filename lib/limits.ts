@@ -58,16 +58,24 @@ export function per (count: number, period: Period | number): BucketPolicy {
 
 /**
  * A checked quota: a policy (the one limit named `single`), or a list of 1 to
- * MAX_LIMITS named limits. `share` scales a policy to this process's share.
+ * MAX_LIMITS named limits. `share` scales a policy to this process's share;
+ * `separator` comes before a limit's name in its key suffix (`:hour`; a route's
+ * `#hour`, which no route's name holds).
  */
-export function checkQuota (fail: Fail, path: string, value: unknown, single: string, share: (path: string, policy: BucketPolicy) => BucketPolicy): readonly TierLimit[] {
+export function checkQuota (
+  fail: Fail, path: string, value: unknown, single: string, share: (path: string, policy: BucketPolicy) => BucketPolicy, separator = ':'
+): readonly TierLimit[] {
   if (!Array.isArray(value)) {
     const whole = checkPolicy(fail, path, value)
     return Object.freeze([{ named: namedPolicy(single, share(path, whole)), whole, keySuffix: '' }])
   }
-  checkInteger(fail, `${path}.length`, value.length, 1, MAX_LIMITS)
+  // Read once, item by item: a value from a request (an identity's quota) may be hostile.
+  const length: unknown = value.length
+  checkInteger(fail, `${path}.length`, length, 1, MAX_LIMITS)
+  const items: unknown[] = []
+  for (let i = 0; i < (length as number); i++) items.push((value as unknown[])[i])
   const seen = new Set<string>()
-  return Object.freeze(value.map((item: unknown, i): TierLimit => {
+  return Object.freeze(items.map((item, i): TierLimit => {
     const at = `${path}[${i}]`
     const { name } = checkObject(fail, at, item)
     if (typeof name !== 'string' || !LIMIT_NAME.test(name)) {
@@ -77,7 +85,7 @@ export function checkQuota (fail: Fail, path: string, value: unknown, single: st
     if (seen.has(name)) fail(`Expected the names in \`${path}\` to be unique, got ${describe(name)} twice`)
     seen.add(name)
     const whole = checkPolicy(fail, at, item, ['name'])
-    return { named: namedPolicy(name, share(at, whole)), whole, keySuffix: `:${name}` }
+    return { named: namedPolicy(name, share(at, whole)), whole, keySuffix: `${separator}${name}` }
   }))
 }
 

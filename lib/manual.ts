@@ -254,9 +254,17 @@ export async function refund (m: Manual, target: unknown, policy: unknown, token
   return level(first, applied, left[0] as number, read({ tokens: left[0] as number, lastMs: 0 }, applied, 0, 0).fullInMs)
 }
 
-/** `fastify.tollgate.reset`: deletes every bucket named (full again). */
+/**
+ * `fastify.tollgate.reset`: deletes every bucket named (full again). A user's
+ * bucket named without a tier (nor a route) is the user's under every tier.
+ */
 export async function reset (m: Manual, target: unknown): Promise<void> {
-  const keys = resolveKeys(m, target)
+  let keys = resolveKeys(m, target)
+  const named = target as { layer?: unknown, user?: unknown, tier?: unknown, route?: unknown } | null
+  if (typeof named === 'object' && named !== null && named.layer === 'app' && named.user !== undefined && named.tier === undefined && named.route === undefined) {
+    const tiers = Object.keys((m.settings.app as NonNullable<Settings['app']>).tiers)
+    keys = [...new Set(tiers.flatMap((tier) => resolveKeys(m, { ...named, tier })))]
+  }
   const layer = typeof target === 'object' && target !== null && (target as { layer?: unknown }).layer === 'edge' ? 'edge' : 'manual'
   const resetOf = storeMethod(storeOf(m, layer), 'reset')
   await Promise.all(keys.map(async (key) => { await resetOf(key) }))

@@ -12,6 +12,7 @@ import { memoize } from './key-cache.js'
 import { checkAllowList, type AllowListOption, type AllowListSettings } from './allow-list.js'
 import { checkQuota, namesOf, share, type Quota, type TierLimit } from './limits.js'
 import { IdentityQuotas } from './identity-quota.js'
+import { checkPenalty, type PenaltyOptions, type PenaltySettings, type Penalties } from './penalty.js'
 import type { Store } from './store.js'
 import { WARNING_CODES, type WarningCode } from './warnings.js'
 import { MemoryStore } from './stores/memory.js'
@@ -112,6 +113,8 @@ export interface EdgeKeyOptions {
   keySecret?: string | undefined
   /** IPv6 clients are grouped by this prefix length, in bits (1–128). Default 64. */
   ipv6Subnet?: number | undefined
+  /** Refuse a client for a while after too many refusals at the edge (see `PenaltyOptions`). Default: none. */
+  penalty?: PenaltyOptions | undefined
 }
 
 /** Where the app-layer hook runs: after the route's own hooks of that kind. */
@@ -139,6 +142,8 @@ export interface AppOptions {
    * Needs `maxQuota`. Default: none.
    */
   quotaClaim?: string | undefined
+  /** Refuse a requester for a while after too many refusals by the app layer (see `PenaltyOptions`). Default: none. */
+  penalty?: PenaltyOptions | undefined
   /**
    * `true` (default): the app layer applies to every route (but those whose
    * config says `app: false`). `false`: only to routes whose config names it:
@@ -165,6 +170,12 @@ export interface LimitDecision {
   allowed: boolean
   /** The tier applied (app layer). */
   tier?: string
+  /**
+   * With a penalty configured, on a refusal that starts one (`'started'`: the
+   * `after`-th refusal in the window) or one during it (`'in force'`), and its
+   * length in seconds. `retryAfterMs` then runs to its end.
+   */
+  penalty?: { state: 'started' | 'in force', seconds: number }
   /** Tokens taken from the main bucket. */
   cost: number
   /** When refused: ms until the same request would pass (`Infinity`: never). 0 when allowed. */
@@ -218,6 +229,12 @@ export interface RouteRateLimit {
   edge?: BucketPolicy | false | undefined
   /** `false`: the app layer leaves this route alone. `true`: it applies (needed under `app.global: false`). */
   app?: boolean | undefined
+  /**
+   * A penalty of this route's own, for each layer that limits it, counted and kept
+   * per route (`{ after, withinSeconds, seconds, status? }`), instead of the
+   * layers' `penalty`; `false`: no penalty on this route.
+   */
+  penalty?: PenaltyOptions | false | undefined
 }
 
 declare module 'fastify' {
@@ -239,6 +256,7 @@ export interface EdgeSettings {
   /** The store the edge decides with: the plugin's store (`'exact'`), or a local one in front of it. */
   store: Store
   mode: EdgeMode
+  penalty: PenaltySettings | undefined
 }
 
 export interface AppSettings {
@@ -251,6 +269,7 @@ export interface AppSettings {
   identityQuotas: IdentityQuotas | undefined
   /** The claim of `request.user` the default `identify` reads a quota from. */
   quotaClaim: string | undefined
+  penalty: PenaltySettings | undefined
   hook: AppHookName
   /** Whether the app layer applies to routes whose config does not name it. */
   global: boolean
@@ -274,6 +293,8 @@ export interface Settings {
   allowList: AllowListSettings | undefined
   /** The warnings switched on. */
   warnings: ReadonlySet<WarningCode>
+  /** Counts refusals and starts penalties; set by the plugin when a layer or route has a penalty. */
+  penalties?: Penalties | undefined
 }
 
 export interface RouteSettings {
@@ -292,14 +313,19 @@ export interface RouteSettings {
   edgeLayout: HeaderLayout | undefined
   /** Whether the app layer applies to this route. */
   app: boolean
+  /** The route's own penalty (keyed per route); `false`: none here; `undefined`: each layer's own. */
+  penalty: PenaltySettings | false | undefined
 }
+
+/** A penalty is written to the store by a refund that takes tokens (see penalty.ts). */
+const PENALTY_NEEDS_REFUND = 'Expected a store with `refund()` (as memoryStore and redisStore have) for a `penalty`: the penalty is kept in the store, got a store without'
 
 const OPTION_KEYS = ['store', 'edge', 'app', 'allowList', 'headers', 'shadow', 'onLimit', 'warnings']
 const HOOKS: readonly AppHookName[] = ['preHandler', 'preValidation', 'preParsing']
 
 /** Checked tiers (see `checkTiers`), each a list of limits; a tier of one policy is one limit named `single`. */
-function checkTierLimits (fail: Fail, path: string, value: unknown, single: string, quotaShare: number): Record<string, readonly TierLimit[]> {
-  return checkTiers(fail, path, value, (at, quota) => checkQuota(fail, at, quota, single, (of, policy) => share(fail, of, policy, quotaShare)))
+function checkTierLimits (fail: Fail, path: string, value: unknown, single: string, quotaShare: number, separator?: string): Record<string, readonly TierLimit[]> {
+  return checkTiers(fail, path, value, (at, quota) => checkQuota(fail, at, quota, single, (of, policy) => share(fail, of, policy, quotaShare), separator))
 }
 
 function checkStore (value: unknown): Store {
@@ -320,7 +346,7 @@ function checkEdge (value: unknown, store: Store): EdgeSettings | undefined {
   const fail = failOption
   const quotaShare = store.quotaShare ?? 1
   const edge = checkObject(fail, 'edge', value)
-  const keyOptions = ['key', 'keySecret', 'ipv6Subnet', 'global', 'mode', 'settleIntervalMs']
+  const keyOptions = ['key', 'keySecret', 'ipv6Subnet', 'global', 'mode', 'settleIntervalMs', 'penalty']
   if (edge.global !== undefined && typeof edge.global !== 'boolean') expected(fail, 'edge.global', 'a boolean', edge.global)
   let bucket: NamedPolicy | undefined
   if (edge.global === false) {
@@ -336,6 +362,7 @@ function checkEdge (value: unknown, store: Store): EdgeSettings | undefined {
     keyOfValue: memoize((value) => bucketKey('key', digest(value), 'edge')),
     keyOfAddress: memoize((ip) => bucketKey('ip', clientAddress(ip, ipv6Subnet), 'edge')),
     ipv6Subnet,
+    penalty: edge.penalty === undefined ? undefined : checkPenalty(fail, 'edge.penalty', edge.penalty),
     ...checkEdgeMode(edge, store)
   }
 }
@@ -385,13 +412,17 @@ function checkApp (value: unknown, quotaShare: number): AppSettings | undefined 
   if (value === undefined || value === false) return undefined
   const fail = failOption
   const app = checkObject(fail, 'app', value)
-  checkKnownKeys(fail, 'app', app, ['tiers', 'identify', 'hook', 'global', 'maxQuota', 'quotaClaim'])
+  checkKnownKeys(fail, 'app', app, ['tiers', 'identify', 'hook', 'global', 'maxQuota', 'quotaClaim', 'penalty'])
   if (app.global !== undefined && typeof app.global !== 'boolean') expected(fail, 'app.global', 'a boolean', app.global)
   const tiers = checkTierLimits(fail, 'app.tiers', app.tiers, 'app', quotaShare)
   const hook = app.hook ?? 'preHandler'
   if (!HOOKS.includes(hook as AppHookName)) expected(fail, 'app.hook', HOOKS.map((h) => `'${h}'`).join(', or '), hook)
   const maxQuota = app.maxQuota === undefined ? undefined : checkPolicy(fail, 'app.maxQuota', app.maxQuota)
   if (app.quotaClaim !== undefined && (typeof app.quotaClaim !== 'string' || app.quotaClaim === '')) expected(fail, 'app.quotaClaim', 'a non-empty string', app.quotaClaim)
+  if (app.quotaClaim === 'sub' || app.quotaClaim === 'tier') expected(fail, 'app.quotaClaim', 'a claim other than `sub` and `tier` (they hold the id and the tier)', app.quotaClaim)
+  if (app.quotaClaim !== undefined && app.identify !== undefined) {
+    fail('Expected `app.quotaClaim` without `app.identify`: the claim is read by the default identify (`request.user`); with your own `identify`, return the quota as `quota`')
+  }
   if (app.quotaClaim !== undefined && maxQuota === undefined) {
     fail('Expected `app.maxQuota` with `app.quotaClaim`: the largest quota a token may carry, e.g. `{ capacity: 10000, refillPerSecond: 1000 }`')
   }
@@ -401,6 +432,7 @@ function checkApp (value: unknown, quotaShare: number): AppSettings | undefined 
     identify: app.identify === undefined ? undefined : checkFunction(fail, 'app.identify', app.identify),
     identityQuotas: maxQuota === undefined ? undefined : new IdentityQuotas(maxQuota, quotaShare),
     quotaClaim: app.quotaClaim,
+    penalty: app.penalty === undefined ? undefined : checkPenalty(fail, 'app.penalty', app.penalty),
     hook: hook as AppHookName,
     global: app.global !== false,
     quotaShare,
@@ -416,7 +448,11 @@ export function checkOptions (value: unknown): Settings {
   const store = checkStore(options.store)
   const quotaShare = store.quotaShare ?? 1
   const edge = checkEdge(options.edge, store)
+  if (edge?.penalty !== undefined && edge.store !== store) {
+    fail(`Expected \`edge.penalty\` with \`edge.mode: 'exact'\` (the penalty is kept in the shared store), got it with \`edge.mode: '${edge.mode}'\``)
+  }
   const app = checkApp(options.app, quotaShare)
+  if ((edge?.penalty ?? app?.penalty) !== undefined && typeof store.refund !== 'function') failOption(PENALTY_NEEDS_REFUND)
   if (edge === undefined && app === undefined) {
     fail('Expected at least one layer: `edge` or `app` must be set (both are omitted or `false`)')
   }
@@ -497,7 +533,7 @@ export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'u
   const fail: Fail = (problem) => { throw new InvalidRouteConfigError(route, problem) }
   if (value === false) return false
   const config = value === undefined ? {} : checkObject(fail, 'rateLimit', value)
-  checkKnownKeys(fail, 'rateLimit', config, ['cost', 'quota', 'edge', 'app'])
+  checkKnownKeys(fail, 'rateLimit', config, ['cost', 'quota', 'edge', 'app', 'penalty'])
   if (config.app !== undefined && typeof config.app !== 'boolean') expected(fail, 'rateLimit.app', 'a boolean', config.app)
   const namesApp = config.app === true || config.cost !== undefined || config.quota !== undefined
   if (config.app === false && namesApp) {
@@ -514,8 +550,10 @@ export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'u
     edge: edgeBuckets.length > 0,
     edgeQuota,
     edgeLayout: edgeBuckets.length > 0 ? new HeaderLayout(edgeBuckets) : undefined,
-    app: app !== undefined && config.app !== false && (app.global || namesApp)
+    app: app !== undefined && config.app !== false && (app.global || namesApp),
+    penalty: config.penalty === undefined ? undefined : config.penalty === false ? false as const : checkPenalty(fail, 'rateLimit.penalty', config.penalty)
   }
+  if (settled.penalty !== undefined && settled.penalty !== false && typeof settings.store.refund !== 'function') fail(PENALTY_NEEDS_REFUND)
   if (app === undefined) return { ...settled, cost: 1, quota: undefined }
   const cost = config.cost ?? 1
   if (typeof cost === 'number') {
@@ -536,7 +574,7 @@ export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'u
   }
   let quota: Record<string, readonly TierLimit[]> | undefined
   if (config.quota !== undefined) {
-    quota = checkTierLimits(fail, 'rateLimit.quota', config.quota, 'route', app.quotaShare)
+    quota = checkTierLimits(fail, 'rateLimit.quota', config.quota, 'route', app.quotaShare, '#')
     for (const tier of Object.keys(quota)) {
       if (!(tier in app.tiers)) {
         fail(`Expected \`rateLimit.quota\` to name only tiers of \`app.tiers\` (${Object.keys(app.tiers).join(', ')}), got ${describe(tier)}`)
@@ -547,7 +585,8 @@ export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'u
       const tierNames = namesOf(app.tiers[tier] as readonly TierLimit[])
       const clash = namesOf((quota[tier] ?? quota.default) as readonly TierLimit[]).find((name) => tierNames.includes(name))
       if (clash !== undefined) {
-        fail(`Expected the limits of \`rateLimit.quota\` to be named apart from tier \`${tier}\`'s limits (${tierNames.join(', ')}), got ${describe(clash)} in both`)
+        fail(`Expected the limits of \`rateLimit.quota\` to be named apart from tier \`${tier}\`'s limits (${tierNames.join(', ')}), got ${describe(clash)} in both` +
+          ' (a tier of one policy is named `app`, a route quota of one policy `route`)')
       }
     }
   }

@@ -17,6 +17,7 @@ import { RouteTable } from './routes.js'
 import { checkOptions, type LimitDecision, type Settings, type TollgateOptions } from './options.js'
 import { checkNumber, failOption } from './validate.js'
 import { SettlingEdge } from './stores/settling.js'
+import { Penalties } from './penalty.js'
 import { claimStore, trustProxyOption, Warnings } from './warnings.js'
 import type { BucketPolicy } from './bucket.js'
 
@@ -112,6 +113,7 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
   const routeErrors: Error[] = []
 
   settings.store.useLogger?.(fastify.log)
+  settings.penalties = new Penalties(settings.store, () => fastify.log, settings.store.localClock)
   if (edge !== undefined && edge.store !== settings.store) edge.store.useLogger?.(fastify.log)
   const trustProxy = trustProxyOption(fastify)
   const warnings = new Warnings(fastify.log, settings.warnings, trustProxy)
@@ -154,6 +156,7 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
   })
   fastify.addHook('onClose', async () => {
     claim.release()
+    settings.penalties?.close()
     // The edge's own store first: it settles what it spent with the shared one.
     if (edge !== undefined && edge.store !== settings.store) await edge.store.close()
     await settings.store.close()

@@ -20,8 +20,9 @@ async function build (store: Store, app: Partial<Exclude<TollgateOptions['app'],
   fastify.addHook('onRequest', async (request) => {
     if (request.headers.authorization !== undefined) await request.jwtVerify().catch(() => {})
   })
-  await fastify.register(tollgate, { store, app: { tiers, maxQuota, quotaClaim: 'rateLimit', ...app } })
+  await fastify.register(tollgate, { store, app: { tiers, maxQuota, ...(app.identify === undefined ? { quotaClaim: 'rateLimit' } : {}), ...app } })
   fastify.get('/', async () => 'ok')
+  fastify.get('/fn', { config: { rateLimit: { cost: () => 4 } } }, async () => 'ok')
   fastify.post('/export', { config: { rateLimit: { cost: 4, quota: { default: { capacity: 1, refillPerSecond: 0 }, pro: { capacity: 3, refillPerSecond: 0 } } } } }, async () => 'ok')
   await fastify.ready()
   return fastify
@@ -52,7 +53,7 @@ for (const [name, makeStore] of stores) {
     await app.close()
   })
 
-  t.test(`${name}: an absurd or malformed quota gets default, and a log line`, async (t) => {
+  t.test(`${name}: an absurd or malformed quota gets the token's tier (default without one), and a log line`, async (t) => {
     const clock = manualClock(1_000_000)
     const sink = logSink()
     const app = await build(await makeStore(t, clock.now), {}, sink.logger)
@@ -67,17 +68,21 @@ for (const [name, makeStore] of stores) {
       ['an extra key', { capacity: 500, refillPerSecond: 50, burst: 9 }],
       ['a negative refill', { capacity: 500, refillPerSecond: -1 }],
       ['a limit without a name', [{ capacity: 500, refillPerSecond: 50 }]],
-      ['null', null]
+      ['a limit named like the route quota', [{ name: 'route', capacity: 50, refillPerSecond: 5 }]]
     ]
     for (const [what, quota] of bad) {
-      const headers = bearer(app, { sub: `user-${what}`, tier: 'pro', rateLimit: quota })
-      const response = await app.inject({ url: '/', headers })
-      t.equal(response.statusCode, 200, `${what}: answered`)
-      t.equal(response.headers['ratelimit-policy'], '"app";q=5;w=5', `${what}: default, not pro, not the quota`)
+      for (const [tier, policy] of [[undefined, '"app";q=5;w=5'], ['pro', '"app";q=50;w=10']]) {
+        const headers = bearer(app, { sub: `user-${what}-${tier ?? 'none'}`, tier, rateLimit: quota })
+        const response = await app.inject({ method: 'POST', url: '/export', headers })
+        t.equal(response.statusCode, 200, `${what}: answered`)
+        t.match(response.headers['ratelimit-policy'], policy, `${what}: the tier ${tier ?? 'default'}, not the quota`)
+      }
     }
+    const nullClaim = await app.inject({ url: '/', headers: bearer(app, { sub: 'n', tier: 'pro', rateLimit: null }) })
+    t.equal(nullClaim.headers['ratelimit-policy'], '"app";q=50;w=10', 'a null claim is no quota')
     const lines = sink.lines.filter((line) => /an identity's quota was refused/.test(line.msg))
     t.equal(lines.length, 1, 'logged once a minute')
-    t.match(lines[0], { level: 40, user: 'user-capacity 1e12 (no refill given)', reason: /`quota\.refillPerSecond` to be a finite number ≥ 0, got `undefined`/, since: 0 })
+    t.match(lines[0], { level: 40, user: 'user-capacity 1e12 (no refill given)-none', reason: /`quota\.refillPerSecond` to be a finite number ≥ 0, got `undefined`/, since: 0 })
     await app.close()
   })
 }
@@ -117,15 +122,17 @@ t.test('identify may give several limits; the route quota is still the tier\'s',
   await app.close()
 })
 
-t.test('a quota below a route\'s cost gets default for that request, logged', async (t) => {
-  const sink = logSink()
-  const app = await build(memoryStore(), {}, sink.logger)
-  const headers = bearer(app, { sub: 'tiny', rateLimit: { capacity: 3, refillPerSecond: 1 } })
-  const response = await app.inject({ method: 'POST', url: '/export', headers })
-  t.equal(response.statusCode, 200)
-  t.equal(response.headers['ratelimit-policy'], '"app";q=5;w=5, "route";q=1', 'default, with default\'s route quota')
-  t.match(sink.lines.find((line) => /quota was refused/.test(line.msg)), { user: 'tiny', reason: 'its capacity 3 is below the cost 4 of POST /export' })
-  t.equal((await app.inject({ url: '/', headers })).headers['ratelimit-policy'], '"app";q=3;w=3', 'its own quota where the cost fits')
+t.test('a quota below a route\'s cost never passes there (a 429 without Retry-After), never a better quota nor a 500', async (t) => {
+  const app = await build(memoryStore(), {
+    identify: (request) => ({ id: 'tiny', quota: { capacity: 3, refillPerSecond: 1 }, tier: request.headers['x-tier'] as string })
+  })
+  for (const url of ['/export', '/fn']) {
+    const response = await app.inject({ method: url === '/fn' ? 'GET' : 'POST', url })
+    t.equal(response.statusCode, 429, url)
+    t.equal(response.headers['retry-after'], undefined, `${url}: it never passes`)
+    t.equal(response.json().message, 'Rate limit exceeded: this request costs more than the quota holds')
+  }
+  t.equal((await app.inject('/')).headers['ratelimit-policy'], '"app";q=3;w=3', 'its own quota where the cost fits')
   await app.close()
 })
 
@@ -141,6 +148,44 @@ t.test('without app.maxQuota an identity\'s quota is ignored, with TOLLGATE_IDEN
 
 t.test('quota options are checked at startup', async (t) => {
   await t.rejects(readyWith({ app: { tiers, quotaClaim: 'rateLimit' } }), { code: 'TOLLGATE_INVALID_OPTION', message: /Expected `app\.maxQuota` with `app\.quotaClaim`/ })
+  await t.rejects(readyWith({ app: { tiers, maxQuota, quotaClaim: 'rateLimit', identify: () => undefined } }), { code: 'TOLLGATE_INVALID_OPTION', message: /`app\.quotaClaim` without `app\.identify`/ })
+  await t.rejects(readyWith({ app: { tiers, maxQuota, quotaClaim: 'tier' } }), { code: 'TOLLGATE_INVALID_OPTION', message: /`app\.quotaClaim` to be a claim other than `sub` and `tier`/ })
   await t.rejects(readyWith({ app: { tiers, maxQuota, quotaClaim: '' } }), { code: 'TOLLGATE_INVALID_OPTION', message: /`app\.quotaClaim` to be a non-empty string, got `""`/ })
   await t.rejects(readyWith({ app: { tiers, maxQuota: { capacity: 0, refillPerSecond: 1 } } }), { code: 'TOLLGATE_INVALID_OPTION', message: /`app\.maxQuota\.capacity` to be a finite number ≥ 1, got `0`/ })
+})
+
+t.test('hostile quotas from identify: no 500, no better quota', async (t) => {
+  const hostile: Record<string, () => unknown> = {
+    'a throwing getter': () => ({ get capacity () { throw new Error('boom') }, refillPerSecond: 1 }),
+    'a revoked proxy': () => { const { proxy, revoke } = Proxy.revocable({}, {}); revoke(); return proxy },
+    'a getter throwing a revoked proxy': () => ({ get capacity () { const { proxy, revoke } = Proxy.revocable({}, {}); revoke(); throw proxy as Error } }),
+    'an array with its own map': () => Object.assign([{ name: 'a', capacity: 1e9, refillPerSecond: 1 }], { map: () => [] }),
+    'a length that changes': () => {
+      let reads = 0
+      return new Proxy([{ name: 'a', capacity: 1, refillPerSecond: 1 }], { get: (target, key) => key === 'length' ? (reads++ === 0 ? 1 : 20_000) : Reflect.get(target, key) as unknown })
+    },
+    'an array with a hole': () => [, { name: 'a', capacity: 1, refillPerSecond: 1 }] // eslint-disable-line no-sparse-arrays
+  }
+  const app = await build(memoryStore(), { identify: (request) => ({ id: 'h', quota: (hostile[request.headers['x-case'] as string] as () => unknown)() as never }) })
+  for (const name of Object.keys(hostile)) {
+    const response = await app.inject({ url: '/', headers: { 'x-case': name } })
+    t.equal(response.statusCode, 200, name)
+    t.notMatch(String(response.headers['ratelimit-policy']), /q=1000000000/, `${name}: never the hostile quota`)
+  }
+  const lengthChanges = await app.inject({ url: '/', headers: { 'x-case': 'a length that changes' } })
+  t.equal(lengthChanges.headers['ratelimit-policy'], '"a";q=1;w=1', 'the length is read once')
+  const throwingIdentity = await build(memoryStore(), { identify: () => ({ get id (): string { throw new Error('no id') } }) })
+  t.equal((await throwingIdentity.inject('/')).statusCode, 200, 'an identity whose fields throw is anonymous')
+  await app.close()
+  await throwingIdentity.close()
+})
+
+t.test('checked quotas are kept for 1 000 policies, then the cache starts again', async (t) => {
+  const app = await build(memoryStore({ clock: () => 0 }), { identify: (request) => ({ id: 'c', quota: { capacity: Number(request.headers['x-capacity']), refillPerSecond: 1 } }) })
+  for (let capacity = 1; capacity <= 1001; capacity++) {
+    const response = await app.inject({ url: '/', headers: { 'x-capacity': String(capacity) } })
+    if (capacity % 500 === 1) t.equal(response.headers['ratelimit-policy'], `"app";q=${capacity};w=${capacity}`)
+  }
+  t.equal((await app.inject({ url: '/', headers: { 'x-capacity': '7' } })).headers.ratelimit, '"app";r=5;t=2', 'a quota seen before the cache started again keeps its bucket')
+  await app.close()
 })

@@ -152,7 +152,7 @@ for (const [name, makeStore] of stores) {
       await app.tollgate.reset(user)
       t.same((await app.tollgate.peek(user)).buckets.map((b) => b.tokens), [10, 1000, 20000], 'reset: every limit full again')
       const routePeek = await app.tollgate.peek({ layer: 'app', user: 'u5', route: 'POST /export' })
-      t.same(routePeek.buckets.map((b) => b.key), ['{user:u5}:route:POST /export:export-hour', '{user:u5}:route:POST /export:export-day'])
+      t.same(routePeek.buckets.map((b) => b.key), ['{user:u5}:route:POST /export#export-hour', '{user:u5}:route:POST /export#export-day'])
     })
     await app.close()
   })
@@ -211,4 +211,23 @@ t.test('per(count, period)', async (t) => {
   t.throws(() => per(5, 'fortnight' as 'hour'), { code: 'TOLLGATE_INVALID_OPTION', message: /'second', 'minute', 'hour', 'day', 'week' or a number of seconds > 0, got `"fortnight"`/ })
   t.throws(() => per(5, 0), { code: 'TOLLGATE_INVALID_OPTION', message: /a number of seconds > 0, got `0`/ })
   t.throws(() => per(5, 'toString' as 'hour'), { code: 'TOLLGATE_INVALID_OPTION' }, 'own names only')
+})
+
+t.test('reset of a user without a tier clears the user under every tier', async (t) => {
+  const app = await buildAppOn(memoryStore(), options)
+  await routes(app)
+  for (const tier of ['vip', undefined]) {
+    await app.tollgate.consume({ layer: 'app', user: 'r1', tier }, 5)
+  }
+  await app.tollgate.reset({ layer: 'app', user: 'r1' })
+  t.same((await app.tollgate.peek({ layer: 'app', user: 'r1', tier: 'vip' })).buckets.map((b) => b.tokens), [100])
+  t.same((await app.tollgate.peek({ layer: 'app', user: 'r1' })).buckets.map((b) => b.tokens), [10, 1000, 20_000])
+  await app.close()
+})
+
+t.test('w is the period of per(): no second more from floating point', async (t) => {
+  const app = await buildAppOn(memoryStore(), { app: { tiers: { default: [{ name: 'm', ...per(11, 'minute') }, { name: 'd', ...per(11, 'day') }] } } })
+  await routes(app)
+  t.equal((await app.inject('/')).headers['ratelimit-policy'], '"m";q=11;w=60, "d";q=11;w=86400')
+  await app.close()
 })

@@ -81,6 +81,11 @@ export class MemoryStore implements Store {
     this.sweepIntervalMs = checkTimer(fail, 'memoryStore.sweepIntervalMs', sweepIntervalMs, 1, true)
   }
 
+  /** This store's clock (ms): the `clock` option. */
+  get localClock (): () => number {
+    return this.clock
+  }
+
   /** Number of buckets held now. */
   get size (): number {
     return this.slots.size
@@ -139,16 +144,21 @@ export class MemoryStore implements Store {
     return read(this.stateOf(this.slots.get(bucket.key) ?? NONE, 0), bucket.policy, bucket.cost, this.clock(), bucket.overdraft === true)
   }
 
-  /** Gives `bucket.cost` tokens back (never above capacity; an absent bucket stays absent); returns the tokens held then. */
+  /**
+   * Gives `bucket.cost` tokens back (never above capacity; an absent bucket stays
+   * absent); a negative cost takes tokens, from an absent (full) bucket too (see
+   * `refund` in bucket.ts). Returns the tokens held then.
+   */
   refund (bucket: BucketRequest): number {
-    const slot = this.slots.get(bucket.key)
-    if (slot === undefined) return bucket.policy.capacity
+    let slot = this.slots.get(bucket.key)
+    if (slot === undefined && bucket.cost >= 0) return bucket.policy.capacity
     const nowMs = this.clock()
-    const state = refund(this.stateOf(slot, 0), bucket.policy, bucket.cost, nowMs)
+    const state = refund(slot === undefined ? undefined : this.stateOf(slot, 0), bucket.policy, bucket.cost, nowMs)
     if (state === undefined) {
-      this.remove(bucket.key, slot)
+      if (slot !== undefined) this.remove(bucket.key, slot)
       return bucket.policy.capacity
     }
+    slot ??= this.insert(bucket.key)
     this.write(slot, state.tokens, bucket.policy, nowMs)
     this.touch(slot)
     return state.tokens

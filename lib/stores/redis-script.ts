@@ -245,8 +245,8 @@ local function waitFor (wanted)
   return wait
 end
 if op == 'peek' then return { fmt(available), fmt(waitFor(amount)), fmt(waitFor(capacity)) } end
--- refund: an absent bucket is full and stays absent; a full one is deleted.
-if not stored then return fmt(capacity) end
+-- refund: an absent bucket is full and stays absent (unless tokens are taken: a negative amount); a full one is deleted.
+if not stored and amount >= 0 then return fmt(capacity) end
 local left = available + amount
 writeState(k, left, capacity, rate)
 if not (left < capacity) then return fmt(capacity) end

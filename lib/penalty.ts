@@ -1,0 +1,125 @@
+/**
+ * A penalty for clients that keep pushing: after `after` refusals within
+ * `withinSeconds`, a client is refused for `seconds`, on every replica.
+ *
+ * The penalty lives in the store as one more bucket of the layer's step, keyed
+ * like the client's (same hash tag): capacity 1, refilled in `seconds`, asked for
+ * nothing (cost 0). A cost of 0 passes while the bucket holds 0 tokens or more;
+ * starting a penalty puts it at −1, so every step of the client is refused until
+ * it has refilled to 0, `seconds` later, with that wait as `Retry-After`. The
+ * Redis store's deny cache then answers the client's requests without a round
+ * trip, like any refusal. Refusals are counted in this process (a local bucket of
+ * `after` tokens refilled over `withinSeconds`), so that counting costs the store
+ * nothing; with N replicas a client spread over them is counted on each.
+ */
+import type { FastifyBaseLogger } from 'fastify'
+import type { BucketPolicy } from './bucket.js'
+import { MemoryStore } from './stores/memory.js'
+import type { BucketRequest, Store, StoreDecision } from './store.js'
+import { checkInteger, checkKnownKeys, checkNumber, checkObject, expected, POLICY_BOUNDS, type Fail } from './validate.js'
+
+/** `edge.penalty`, `app.penalty`, `config.rateLimit.penalty`. */
+export interface PenaltyOptions {
+  /** Refusals that start a penalty: this many within `withinSeconds` (an integer ≥ 1). */
+  after: number
+  /** The window those refusals are counted in, in seconds (> 0). */
+  withinSeconds: number
+  /** How long the client is then refused, in seconds (≥ 1, at most 1e10). */
+  seconds: number
+  /** The status of refusals during a penalty: 429 (default, with `Retry-After`) or 403. */
+  status?: 429 | 403 | undefined
+}
+
+/** A checked penalty. */
+export interface PenaltySettings {
+  readonly after: number
+  readonly withinSeconds: number
+  readonly seconds: number
+  readonly status: 429 | 403
+  /** The penalty bucket in the store: 1 token, refilled in `seconds`. */
+  readonly policy: BucketPolicy
+  /** This process's count of refusals: `after` tokens, refilled over `withinSeconds`. */
+  readonly strikePolicy: BucketPolicy
+}
+
+/** A step's penalty: its settings, and the key of its bucket (the client's key, `:penalty`, and the route's bucket name for a route's own). */
+export interface StepPenalty {
+  readonly settings: PenaltySettings
+  readonly key: string
+}
+
+export function checkPenalty (fail: Fail, path: string, value: unknown): PenaltySettings {
+  const penalty = checkObject(fail, path, value)
+  checkKnownKeys(fail, path, penalty, ['after', 'withinSeconds', 'seconds', 'status'])
+  const after = checkInteger(fail, `${path}.after`, penalty.after, 1, 1e6)
+  const withinSeconds = checkNumber(fail, `${path}.withinSeconds`, penalty.withinSeconds, Number.MIN_VALUE)
+  if (withinSeconds > POLICY_BOUNDS.secondsToFill) expected(fail, `${path}.withinSeconds`, 'a number of seconds from 0 (excluded) to 1e10', withinSeconds)
+  const seconds = checkNumber(fail, `${path}.seconds`, penalty.seconds, 1)
+  if (seconds > POLICY_BOUNDS.secondsToFill) expected(fail, `${path}.seconds`, 'a number of seconds from 1 to 1e10', seconds)
+  const status = penalty.status ?? 429
+  if (status !== 429 && status !== 403) expected(fail, `${path}.status`, '429 or 403', status)
+  return Object.freeze({
+    after,
+    withinSeconds,
+    seconds,
+    status,
+    policy: Object.freeze({ capacity: 1, refillPerSecond: 1 / seconds }),
+    strikePolicy: Object.freeze({ capacity: after, refillPerSecond: after / withinSeconds })
+  })
+}
+
+/**
+ * The penalty of a step of a layer whose own penalty is `layer`, on `route`
+ * (`undefined` for a 404), for the client keyed `key`: the route's own when it has
+ * one (its bucket keyed per route), none when its config says `penalty: false`.
+ */
+export function stepPenalty (layer: PenaltySettings | undefined, route: { bucket: string, penalty: PenaltySettings | false | undefined } | undefined, key: string): StepPenalty | undefined {
+  const own = route?.penalty
+  if (own === false) return undefined
+  if (own !== undefined) return { settings: own, key: `${key}:penalty:${(route as { bucket: string }).bucket}` }
+  return layer === undefined ? undefined : { settings: layer, key: `${key}:penalty` }
+}
+
+/** The penalty bucket of a step: asked for nothing, it passes unless a penalty put it in debt. */
+export const penaltyBucket = (penalty: StepPenalty): BucketRequest => ({ key: penalty.key, policy: penalty.settings.policy, cost: 0 })
+
+/** What a refusal meant for a step's penalty. */
+export type PenaltyState = 'none' | 'started' | 'in force'
+
+/** Counts refusals per penalty key in this process, and starts penalties in the store. */
+export class Penalties {
+  private readonly strikes: MemoryStore
+
+  /** `maxKeys`: the most clients counted at once (the least recently refused are forgotten first). */
+  constructor (private readonly store: Store, private readonly log: () => FastifyBaseLogger, clock?: () => number, maxKeys = 100_000) {
+    this.strikes = new MemoryStore({ clock, maxKeys })
+  }
+
+  /**
+   * After a refusal of a step with `penalty` (its bucket last in the step): whether
+   * the client is in a penalty, or this refusal starts one (it is the `after`-th in
+   * the window). Starting one writes the penalty bucket in the store, without
+   * waiting for it; a failure there is logged.
+   */
+  onRefusal (penalty: StepPenalty, decision: StoreDecision): PenaltyState {
+    const tokens = decision.tokens[decision.tokens.length - 1] as number
+    if (tokens < 0) return 'in force'
+    const { settings } = penalty
+    const strike = this.strikes.consume([{ key: penalty.key, policy: settings.strikePolicy, cost: 1 }])
+    // The `after`-th refusal is the one that finds no strike left to take.
+    if (strike.allowed && (strike.tokens[0] as number) >= 1) return 'none'
+    this.strikes.reset(penalty.key)
+    const start = this.start(penalty, tokens)
+    start.then(undefined, (error: unknown) => { this.log().warn({ err: error }, 'fastify-tollgate: a penalty could not be recorded in the store') })
+    return 'started'
+  }
+
+  /** Puts the penalty bucket at −1 token: takes back what it holds (`tokens`, as the refusal read it) and one more. */
+  private async start (penalty: StepPenalty, tokens: number): Promise<void> {
+    await (this.store.refund as NonNullable<Store['refund']>)({ key: penalty.key, policy: penalty.settings.policy, cost: -(tokens + 1) })
+  }
+
+  close (): void {
+    this.strikes.close()
+  }
+}
