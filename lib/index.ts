@@ -17,9 +17,10 @@ export type {
 } from './options.js'
 export type { HeaderStyle } from './headers.js'
 export { per, MAX_LIMITS, type NamedLimit, type Quota, type Period } from './limits.js'
+export type { PenaltyOptions } from './penalty.js'
 export type { AllowListOption } from './allow-list.js'
 export { WARNINGS, type WarningCode } from './warnings.js'
 export {
-  RateLimitedError, InvalidOptionError, InvalidRouteConfigError, InvalidCostError, StoreUnavailableError
+  RateLimitedError, PenalizedError, InvalidOptionError, InvalidRouteConfigError, InvalidCostError, StoreUnavailableError
 } from './errors.js'
 export { StoreUnsupportedError } from './errors.js'

@@ -2,7 +2,7 @@ import t from 'tap'
 import Fastify from 'fastify'
 import { readFileSync } from 'node:fs'
 import tollgate, {
-  InvalidCostError, InvalidOptionError, InvalidRouteConfigError, RateLimitedError, StoreUnavailableError, type LimitDecision, type Store
+  InvalidCostError, InvalidOptionError, InvalidRouteConfigError, PenalizedError, RateLimitedError, StoreUnavailableError, type LimitDecision, type Store
 } from '../lib/index.js'
 import { buildApp, logSink } from './helpers.js'
 import { QuietRefusals } from './recipes/quiet-refusals.js'
@@ -18,6 +18,8 @@ t.test('every error code, its status and message', async (t) => {
     [new RateLimitedError(refusal(2001)), 'TOLLGATE_RATE_LIMITED', 429, 'Rate limit exceeded, retry in 3 seconds'],
     [new RateLimitedError(refusal(1000)), 'TOLLGATE_RATE_LIMITED', 429, 'Rate limit exceeded, retry in 1 second'],
     [new RateLimitedError(refusal(Infinity)), 'TOLLGATE_RATE_LIMITED', 429, 'Rate limit exceeded: this quota does not refill'],
+    [new RateLimitedError({ ...refusal(Infinity), cost: 2 }), 'TOLLGATE_RATE_LIMITED', 429, 'Rate limit exceeded: this request costs more than the quota holds'],
+    [new PenalizedError({ ...refusal(300_000), penalty: { state: 'started', seconds: 300 } }), 'TOLLGATE_PENALIZED', 403, 'Refused for a while: too many requests after being limited'],
     [new InvalidOptionError('Expected `x` to be y, got `z` (string)'), 'TOLLGATE_INVALID_OPTION', 500, 'Invalid fastify-tollgate option: Expected `x` to be y, got `z` (string)'],
     [new InvalidRouteConfigError('POST /export', 'bad'), 'TOLLGATE_INVALID_ROUTE_CONFIG', 500, 'Invalid config.rateLimit on route POST /export: bad'],
     [new InvalidCostError('POST /export', 'it threw'), 'TOLLGATE_INVALID_COST', 500, 'The rate-limit cost of route POST /export is invalid: it threw'],

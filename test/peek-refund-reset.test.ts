@@ -530,7 +530,8 @@ return 1`
       refillPerSecond: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 20 }), fc.double({ min: 0.001, max: 1000, noNaN: true }))
     })
     const opArb = fc.record({
-      kind: fc.constantFrom('consume', 'consume', 'peek', 'refund', 'refund', 'reset'),
+      // 'take': a refund of a negative amount, as a penalty starts (from a full bucket too).
+      kind: fc.constantFrom('consume', 'consume', 'peek', 'refund', 'refund', 'take', 'reset'),
       bucket: fc.integer({ min: 0, max: 2 }),
       share: fc.oneof(fc.double({ min: 0, max: 1.2, noNaN: true }), fc.constantFrom(0, 0.5, 1)),
       overdraft: fc.boolean(),
@@ -553,6 +554,7 @@ return 1`
           if (op.kind === 'consume') [fromMemory, fromRedis] = [memory.consume([request]), await redis.consume([request])]
           else if (op.kind === 'peek') [fromMemory, fromRedis] = [memory.peek(request), await redis.peek(request)]
           else if (op.kind === 'refund') [fromMemory, fromRedis] = [memory.refund(request), await redis.refund(request)]
+          else if (op.kind === 'take') [fromMemory, fromRedis] = [memory.refund({ ...request, cost: -request.cost }), await redis.refund({ ...request, cost: -request.cost })]
           else [fromMemory, fromRedis] = [memory.reset(request.key), await redis.reset(request.key)]
           compared++
           if (!Object.is(JSON.stringify(fromMemory, exact), JSON.stringify(fromRedis, exact))) {

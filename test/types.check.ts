@@ -66,6 +66,12 @@ const unnamed: TollgateOptions = { app: { tiers: { default: [{ capacity: 1, refi
 // @ts-expect-error: not a period
 per(5, 'fortnight')
 void [oneQuota, unnamed]
+void app.register(tollgate, { edge: { capacity: 10, refillPerSecond: 1, penalty: { after: 5, withinSeconds: 60, seconds: 300, status: 403 } } })
+app.post('/login', { config: { rateLimit: { penalty: { after: 3, withinSeconds: 600, seconds: 3600 } } } }, async () => 'ok')
+app.get('/open', { config: { rateLimit: { penalty: false } } }, async () => 'ok')
+// @ts-expect-error: a penalty's status is 429 or 403
+const teapot: TollgateOptions = { edge: { capacity: 1, refillPerSecond: 1, penalty: { after: 1, withinSeconds: 1, seconds: 1, status: 418 } } }
+void teapot
 
 // Route config is typed by declaration merging.
 app.post('/export', { config: { rateLimit: { cost: 10 } } }, async () => 'ok')
