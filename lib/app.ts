@@ -136,13 +136,13 @@ export function createAppHook (
   const checkForwarded = settings.edge === undefined // else the edge hook checks
   const tiers = new Map<string, TierStep>()
   for (const tier of Object.keys(app.tiers)) {
-    tiers.set(tier, tierStep(app.tiers[tier] as readonly TierLimit[], route.quota === undefined ? undefined : (route.quota[tier] ?? route.quota.default)))
+    tiers.set(tier, tierStep(app.tiers[tier] as readonly TierLimit[], routeLimits(route, tier)))
   }
   // Identities' own quotas (kept by IdentityQuotas, so a WeakMap holds few), by tier: with the route quota of their tier,
   // or why such a quota cannot run here (a limit named like one of the route quota's).
   const ownSteps = new WeakMap<IdentityQuota, Map<string, TierStep | string>>()
   const newOwnStep = (quota: IdentityQuota, tier: string): TierStep | string => {
-    const own = route.quota === undefined ? undefined : (route.quota[tier] ?? route.quota.default)
+    const own = routeLimits(route, tier)
     const names = quota.limits.map((limit) => limit.named.name)
     const clash = own?.find((limit) => names.includes(limit.named.name))
     const step = clash === undefined ? tierStep(quota.limits, own) : `a limit is named \`${clash.named.name}\` like one of the quota of ${route.route}`
@@ -180,9 +180,9 @@ export function createAppHook (
     const { layout, suffixes } = tier
     // The first limit's key has no suffix in the usual case of a tier of one policy.
     const buckets: BucketRequest[] = [{ key: suffixes[0] === '' ? key : key + (suffixes[0] as string), policy: (layout.buckets[0] as NamedPolicy).policy, cost, overdraft: app.overdraft }]
+    // The others are limits of a list: each has its suffix.
     for (let i = 1; i < tier.main; i++) {
-      const suffix = suffixes[i] as string
-      buckets.push({ key: suffix === '' ? key : key + suffix, policy: (layout.buckets[i] as NamedPolicy).policy, cost, overdraft: app.overdraft })
+      buckets.push({ key: key + (suffixes[i] as string), policy: (layout.buckets[i] as NamedPolicy).policy, cost, overdraft: app.overdraft })
     }
     if (layout.buckets.length > tier.main) {
       const routeKey = keys.route(who, request, route.bucket)
@@ -191,10 +191,15 @@ export function createAppHook (
         buckets.push({ key: suffix === '' ? routeKey : routeKey + suffix, policy: (layout.buckets[i] as NamedPolicy).policy, cost: 1 })
       }
     }
-    const penalty = stepPenalty(app.penalty, route, key)
+    const penalty = app.penalty === undefined && route.penalty === undefined ? undefined : stepPenalty(app.penalty, route, key)
     if (penalty !== undefined) buckets.push(penaltyBucket(penalty))
     runStep(settings, request, reply, { layer: 'app', buckets, layout, tier: who.tier, penalty }, done)
   }
+}
+
+/** The route quota's limits for `tier` (its own entry, else `default`); `undefined` without a route quota. */
+function routeLimits (route: RouteSettings, tier: string): readonly TierLimit[] | undefined {
+  return route.quota === undefined ? undefined : (route.quota[tier] ?? route.quota.default)
 }
 
 /** One tier's step on one route: the tier's limits, then the route's own, all or nothing. */

@@ -78,8 +78,8 @@ export function createEdgeHook (
     if (layout.buckets.length > buckets.length) {
       buckets.push({ key: `${key}-${(route as { bucket: string }).bucket}`, policy: (layout.buckets[buckets.length] as NamedPolicy).policy, cost: 1 })
     }
-    // (`route` is not false here: such a route has no layout.)
-    const penalty = stepPenalty(edge.penalty, route as RouteSettings | undefined, key)
+    const routed = route as RouteSettings | undefined // not false here: such a route has no layout
+    const penalty = edge.penalty === undefined && routed?.penalty === undefined ? undefined : stepPenalty(edge.penalty, routed, key)
     if (penalty !== undefined) buckets.push(penaltyBucket(penalty))
     runStep(settings, request, reply, { layer: 'edge', buckets, layout, tier: undefined, penalty }, done)
   }
