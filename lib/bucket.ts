@@ -173,13 +173,15 @@ export function read (state: BucketState | undefined, policy: BucketPolicy, cost
  * holds, to store in place of `state`. Never above capacity: a bucket that would
  * be full returns `undefined` (absent, i.e. full; the store deletes it), and an
  * absent bucket stays absent. A bucket in debt gains `amount` and may stay in
- * debt. A negative `amount` takes tokens, from a full (absent) bucket too, and may
- * leave it in debt (a penalty starts so, see penalty.ts). Like an allowed step, it
+ * debt. A negative `amount` is a debt to put the bucket in, from a full (absent)
+ * bucket too: it then holds `min(tokens, amount)`, so the same debt set twice is
+ * set once (a penalty starts so, see penalty.ts). Like an allowed step, it
  * records `lastMs = nowMs`, even when `nowMs` is before the last step (a clock
  * that went backwards).
  */
 export function refund (state: BucketState | undefined, policy: BucketPolicy, amount: number, nowMs: number): BucketState | undefined {
   if (state === undefined && amount >= 0) return undefined
-  const tokens = tokensAt(state, policy, nowMs) + amount
+  const held = tokensAt(state, policy, nowMs)
+  const tokens = amount < 0 ? Math.min(held, amount) : held + amount
   return tokens < policy.capacity ? { tokens, lastMs: nowMs } : undefined
 }

@@ -99,7 +99,7 @@ function finish (settings: Settings, request: FastifyRequest, reply: FastifyRepl
     return
   }
   const limit = report(step, decision)
-  const penalty = step.penalty === undefined ? 'none' : (settings.penalties as Penalties).onRefusal(step.penalty, decision)
+  const penalty = step.penalty === undefined ? 'none' : (settings.penalties as Penalties).onRefusal(step.penalty, decision, !settings.shadow)
   if (penalty !== 'none') {
     const { seconds } = (step.penalty as StepPenalty).settings
     limit.penalty = { state: penalty, seconds }

@@ -553,7 +553,12 @@ export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'u
     app: app !== undefined && config.app !== false && (app.global || namesApp),
     penalty: config.penalty === undefined ? undefined : config.penalty === false ? false as const : checkPenalty(fail, 'rateLimit.penalty', config.penalty)
   }
-  if (settled.penalty !== undefined && settled.penalty !== false && typeof settings.store.refund !== 'function') fail(PENALTY_NEEDS_REFUND)
+  if (settled.penalty !== undefined && settled.penalty !== false) {
+    if (typeof settings.store.refund !== 'function') fail(PENALTY_NEEDS_REFUND)
+    if (settled.edge && edge !== undefined && edge.store !== settings.store) {
+      fail(`Expected \`rateLimit.penalty\` on a route the edge limits with \`edge.mode: 'exact'\` (the penalty is kept in the shared store), got \`edge.mode: '${edge.mode}'\` (or give the route \`edge: false\`)`)
+    }
+  }
   if (app === undefined) return { ...settled, cost: 1, quota: undefined }
   const cost = config.cost ?? 1
   if (typeof cost === 'number') {

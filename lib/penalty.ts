@@ -15,7 +15,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import type { BucketPolicy } from './bucket.js'
 import { MemoryStore } from './stores/memory.js'
-import type { BucketRequest, Store, StoreDecision } from './store.js'
+import { unshared, type BucketRequest, type Store, type StoreDecision } from './store.js'
 import { checkInteger, checkKnownKeys, checkNumber, checkObject, expected, POLICY_BOUNDS, type Fail } from './validate.js'
 
 /** `edge.penalty`, `app.penalty`, `config.rateLimit.penalty`. */
@@ -63,7 +63,7 @@ export function checkPenalty (fail: Fail, path: string, value: unknown): Penalty
     withinSeconds,
     seconds,
     status,
-    policy: Object.freeze({ capacity: 1, refillPerSecond: 1 / seconds }),
+    policy: unshared(Object.freeze({ capacity: 1, refillPerSecond: 1 / seconds })),
     strikePolicy: Object.freeze({ capacity: after, refillPerSecond: after / withinSeconds })
   })
 }
@@ -76,8 +76,9 @@ export function checkPenalty (fail: Fail, path: string, value: unknown): Penalty
 export function stepPenalty (layer: PenaltySettings | undefined, route: { bucket: string, penalty: PenaltySettings | false | undefined } | undefined, key: string): StepPenalty | undefined {
   const own = route?.penalty
   if (own === false) return undefined
-  if (own !== undefined) return { settings: own, key: `${key}:penalty:${(route as { bucket: string }).bucket}` }
-  return layer === undefined ? undefined : { settings: layer, key: `${key}:penalty` }
+  // `~`: no limit name holds one, so no limit's key (`…:app:<name>`) is a penalty's.
+  if (own !== undefined) return { settings: own, key: `${key}~penalty:${(route as { bucket: string }).bucket}` }
+  return layer === undefined ? undefined : { settings: layer, key: `${key}~penalty` }
 }
 
 /** The penalty bucket of a step: asked for nothing, it passes unless a penalty put it in debt. */
@@ -98,10 +99,10 @@ export class Penalties {
   /**
    * After a refusal of a step with `penalty` (its bucket last in the step): whether
    * the client is in a penalty, or this refusal starts one (it is the `after`-th in
-   * the window). Starting one writes the penalty bucket in the store, without
-   * waiting for it; a failure there is logged.
+   * the window). Starting one writes the penalty bucket in the store (unless
+   * `record` is false: shadow mode), without waiting for it; a failure there is logged.
    */
-  onRefusal (penalty: StepPenalty, decision: StoreDecision): PenaltyState {
+  onRefusal (penalty: StepPenalty, decision: StoreDecision, record: boolean): PenaltyState {
     const tokens = decision.tokens[decision.tokens.length - 1] as number
     if (tokens < 0) return 'in force'
     const { settings } = penalty
@@ -109,14 +110,15 @@ export class Penalties {
     // The `after`-th refusal is the one that finds no strike left to take.
     if (strike.allowed && (strike.tokens[0] as number) >= 1) return 'none'
     this.strikes.reset(penalty.key)
-    const start = this.start(penalty, tokens)
-    start.then(undefined, (error: unknown) => { this.log().warn({ err: error }, 'fastify-tollgate: a penalty could not be recorded in the store') })
+    if (record) {
+      this.start(penalty).then(undefined, (error: unknown) => { this.log().warn({ err: error }, 'fastify-tollgate: a penalty could not be recorded in the store') })
+    }
     return 'started'
   }
 
-  /** Puts the penalty bucket at −1 token: takes back what it holds (`tokens`, as the refusal read it) and one more. */
-  private async start (penalty: StepPenalty, tokens: number): Promise<void> {
-    await (this.store.refund as NonNullable<Store['refund']>)({ key: penalty.key, policy: penalty.settings.policy, cost: -(tokens + 1) })
+  /** Puts the penalty bucket at −1 token (at most: a refund of −1 is a debt, set once however many replicas start it). */
+  private async start (penalty: StepPenalty): Promise<void> {
+    await (this.store.refund as NonNullable<Store['refund']>)({ key: penalty.key, policy: penalty.settings.policy, cost: -1 })
   }
 
   close (): void {

@@ -100,8 +100,9 @@ export interface Store {
   /**
    * Optional, for `fastify.tollgate.refund`: gives `bucket.cost` tokens back to the
    * bucket (`refund` in bucket.ts: never above capacity; an absent bucket stays
-   * absent) and returns the tokens it holds then. Rejects (or throws) when the
-   * shared state could not be changed.
+   * absent) and returns the tokens it holds then. A negative `cost` (from a penalty,
+   * never from `fastify.tollgate`) is a debt to put the bucket in: it then holds at
+   * most that many tokens. Rejects (or throws) when the shared state could not be changed.
    */
   refund? (bucket: BucketRequest): number | Promise<number>
   /**
@@ -145,6 +146,20 @@ export interface Store {
 }
 
 /** The store's optional method `name`, bound; `TOLLGATE_STORE_UNSUPPORTED` when the store has none. */
+/**
+ * Policies that are never divided among replicas: a penalty's (a time, not a
+ * quota). The Redis store's local fallback applies them whole.
+ */
+const UNSHARED = new WeakSet<BucketPolicy>()
+
+/** Marks `policy` as never divided among replicas (see `isUnshared`); returns it. */
+export function unshared (policy: BucketPolicy): BucketPolicy {
+  UNSHARED.add(policy)
+  return policy
+}
+
+export const isUnshared = (policy: BucketPolicy): boolean => UNSHARED.has(policy)
+
 export function storeMethod<K extends 'peek' | 'refund' | 'reset'> (store: Store, name: K): NonNullable<Store[K]> {
   const method = store[name]
   if (typeof method !== 'function') throw new StoreUnsupportedError(name)

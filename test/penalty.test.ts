@@ -158,3 +158,51 @@ t.test('penalty options are checked at startup', async (t) => {
   const store = redisStore({ client: (await startRedis(t)).client(t), heartbeatIntervalMs: 0 })
   await t.rejects(readyWith({ store, edge: { ...edge, mode: 'replica-share', penalty } }), { code: 'TOLLGATE_INVALID_OPTION', message: /`edge\.penalty` with `edge\.mode: 'exact'`.*got it with `edge\.mode: 'replica-share'`/ })
 })
+
+t.test('redis: a burst that starts the penalty many times over sets it once', async (t) => {
+  if (!requireRedis(t)) return
+  const clock = manualClock(1_000_000)
+  const limits: LimitDecision[] = []
+  const app = await build(redisStore({ client: (await startRedis(t)).client(t), clock: clock.now, heartbeatIntervalMs: 0 }), { edge: { capacity: 2, refillPerSecond: 1, penalty: { after: 3, withinSeconds: 60, seconds: 60 } } }, limits)
+  const burst = await Promise.all(Array.from({ length: 60 }, async () => app.inject('/')))
+  t.ok(burst.filter((r) => r.statusCode === 429).length >= 50)
+  t.ok(limits.filter((l) => l.penalty?.state === 'started').length > 1, 'several refusals of the burst started it')
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  clock.advance(1000)
+  t.equal((await app.inject('/')).headers['retry-after'], '59', 'yet it runs for its 60 s, once')
+  clock.advance(59_000)
+  t.equal((await app.inject('/')).statusCode, 200)
+  await app.close()
+})
+
+t.test('shadow mode counts and reports a penalty, and writes none', async (t) => {
+  const clock = manualClock(1_000_000)
+  const store = memoryStore({ clock: clock.now })
+  const limits: LimitDecision[] = []
+  const app = await build(store, { shadow: true, edge: { capacity: 2, refillPerSecond: 1, penalty } }, limits)
+  t.same(new Set(await statuses(app, 8)), new Set([200]))
+  t.same(limits[2]?.penalty, { state: 'started', seconds: 300 }, 'onLimit hears of it')
+  const held = store.peek({ key: '{ip:127.0.0.1}:edge~penalty', policy: { capacity: 1, refillPerSecond: 1 / 300 }, cost: 0 }).tokens
+  t.equal(held, 1, 'the penalty bucket is not in debt: no penalty written')
+  await app.close()
+})
+
+t.test('a tier limit named `penalty` and app.penalty keep apart', async (t) => {
+  const clock = manualClock(1_000_000)
+  const app = await build(memoryStore({ clock: clock.now }), {
+    edge: { global: false },
+    app: { tiers: { default: [{ name: 'penalty', capacity: 3, refillPerSecond: 0.001 }] }, identify: () => ({ id: 'u1' }), penalty }
+  })
+  t.same(await statuses(app, 5), [200, 200, 200, 429, 429])
+  t.equal((await app.tollgate.peek({ layer: 'app', user: 'u1' })).buckets[0]?.key, '{user:u1}:app:penalty')
+  await app.close()
+})
+
+t.test('a route penalty under a local edge mode fails startup', async (t) => {
+  if (!requireRedis(t)) return
+  const store = redisStore({ client: (await startRedis(t)).client(t), heartbeatIntervalMs: 0 })
+  await t.rejects(readyWith({ store, edge: { capacity: 5, refillPerSecond: 1, mode: 'replica-share' } }, (app) => {
+    app.post('/login', { config: { rateLimit: { penalty } } }, async () => 'ok')
+  }), { code: 'TOLLGATE_INVALID_ROUTE_CONFIG', message: /`rateLimit\.penalty` on a route the edge limits with `edge\.mode: 'exact'`/ })
+  await store.close()
+})

@@ -248,6 +248,8 @@ if op == 'peek' then return { fmt(available), fmt(waitFor(amount)), fmt(waitFor(
 -- refund: an absent bucket is full and stays absent (unless tokens are taken: a negative amount); a full one is deleted.
 if not stored and amount >= 0 then return fmt(capacity) end
 local left = available + amount
+-- a negative amount is a debt to put the bucket in (a penalty): at most that many tokens.
+if amount < 0 then left = math.min(available, amount) end
 writeState(k, left, capacity, rate)
 if not (left < capacity) then return fmt(capacity) end
 return fmt(left)

@@ -17,7 +17,7 @@ import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import { tokensNeeded, type BucketPolicy } from '../bucket.js'
 import { StoreUnavailableError } from '../errors.js'
-import type { BucketDebit, BucketRequest, BucketSettlement, Store, StoreDecision, StoreLogger, StoreReading } from '../store.js'
+import { isUnshared, type BucketDebit, type BucketRequest, type BucketSettlement, type Store, type StoreDecision, type StoreLogger, type StoreReading } from '../store.js'
 import {
   checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, checkTimer, expected, failOption
 } from '../validate.js'
@@ -342,6 +342,7 @@ export class RedisStore implements Store {
 
   /** `bucket` in the local fallback: this replica's share of its policy. */
   private localBucket (bucket: BucketRequest): BucketRequest {
+    if (isUnshared(bucket.policy)) return bucket
     // x × (1 + headroom) / N, in that order: 30 × 1.2 / 3 is 12, where 30 × (1.2 / 3) falls short of it.
     const share = (x: number): number => Math.min(x, x * (1 + this.fallbackHeadroom) / this.liveReplicas)
     const policy: BucketPolicy = { capacity: Math.max(1, share(bucket.policy.capacity)), refillPerSecond: share(bucket.policy.refillPerSecond) }
