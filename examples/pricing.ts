@@ -5,7 +5,7 @@
  * A customer with a negotiated quota carries it in the token (`rateLimit`
  * claim), within the largest the operator allows; anything else in that claim
  * gets the free plan. `POST /export` adds a quota of its own: 1 a minute, 5 a day.
- * A user refused 5 times within a minute is shut out for 2 minutes.
+ * A user refused 10 times in quick succession is shut out for 2 minutes.
  */
 import Fastify from 'fastify'
 import tollgate, { memoryStore, per } from 'fastify-tollgate'
@@ -13,7 +13,7 @@ import { addDemoAuth, tokenLine } from './auth.js'
 import type { Example } from './example.js'
 
 export const example: Example = {
-  about: 'Pricing plans: free 5/s, 100/h, 1 000/day; pro 20/s, 5 000/h, 50 000/day; a negotiated quota in the token (at most 10 000, 1 000/s); POST /export 1 a minute, 5 a day; 5 refusals within a minute: shut out for 2 minutes.',
+  about: 'Pricing plans: free 5/s, 100/h, 1 000/day; pro 20/s, 5 000/h, 50 000/day; a negotiated quota in the token (at most 10 000, 1 000/s); POST /export 1 a minute, 5 a day; 10 refusals in quick succession: shut out for 2 minutes.',
   async build ({ clock, logger = false } = {}) {
     const app = Fastify({ logger })
     await app.register(tollgate, {
@@ -25,8 +25,8 @@ export const example: Example = {
         },
         maxQuota: { capacity: 10_000, refillPerSecond: 1000 },
         quotaClaim: 'rateLimit',
-        // The 5th refusal within a minute shuts the user out for 2 minutes.
-        penalty: { after: 5, withinSeconds: 60, seconds: 120 }
+        // 10 refusals faster than 10 a minute shut the user out for 2 minutes.
+        penalty: { after: 10, withinSeconds: 60, seconds: 120 }
       }
     })
     await addDemoAuth(app)
@@ -48,5 +48,5 @@ curl -si -H "Authorization: Bearer $GREEDY" ${url}/ | grep -i '^ratelimit-policy
 for i in 1 2; do curl -s -o /dev/null -w '%{http_code} ' -X POST -H "Authorization: Bearer $ACME" ${url}/export; done; echo   # 200 429: one export a minute
 
 ${tokenLine(url, 'BOT', 'user=bot')}
-for i in $(seq 10); do curl -s -o /dev/null -H "Authorization: Bearer $BOT" ${url}/; done; curl -si -H "Authorization: Bearer $BOT" ${url}/ | grep -i '^retry-after'   # retry-after: 120 (or just under): refused 5 times, shut out`
+for i in $(seq 15); do curl -s -o /dev/null -H "Authorization: Bearer $BOT" ${url}/; done; curl -si -H "Authorization: Bearer $BOT" ${url}/ | grep -i '^retry-after'   # retry-after: 120 (or just under): refused 10 times, shut out`
 }

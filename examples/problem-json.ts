@@ -8,7 +8,7 @@ import Fastify, { type FastifyError } from 'fastify'
 import tollgate, { memoryStore } from 'fastify-tollgate'
 import type { Example } from './example.js'
 
-const TOLLGATE_CODES = new Set(['TOLLGATE_RATE_LIMITED', 'TOLLGATE_STORE_UNAVAILABLE'])
+const TOLLGATE_CODES = new Set(['TOLLGATE_RATE_LIMITED', 'TOLLGATE_PENALIZED', 'TOLLGATE_STORE_UNAVAILABLE'])
 
 export const example: Example = {
   about: 'Refusals as RFC 9457 problem+json, through setErrorHandler (edge: 3 at once, then 1/s).',

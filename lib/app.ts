@@ -18,7 +18,7 @@ import { capacityOf, type Quota, type TierLimit } from './limits.js'
 import type { IdentityQuota, IdentityQuotas } from './identity-quota.js'
 import type { BucketRequest } from './store.js'
 import { isPromise } from './sync.js'
-import { penaltyBucket, stepPenalty } from './penalty.js'
+import { addPenaltyBuckets, stepPenalty } from './penalty.js'
 import { describe } from './validate.js'
 import type { Warnings } from './warnings.js'
 
@@ -192,7 +192,7 @@ export function createAppHook (
       }
     }
     const penalty = app.penalty === undefined && route.penalty === undefined ? undefined : stepPenalty(app.penalty, route, key)
-    if (penalty !== undefined) buckets.push(penaltyBucket(penalty))
+    if (penalty !== undefined) addPenaltyBuckets(buckets, penalty)
     runStep(settings, request, reply, { layer: 'app', buckets, layout, tier: who.tier, penalty }, done)
   }
 }

@@ -101,6 +101,7 @@ function finish (settings: Settings, request: FastifyRequest, reply: FastifyRepl
   const limit = report(step, decision)
   const penalty = step.penalty === undefined ? 'none' : (settings.penalties as Penalties).onRefusal(step.penalty, decision, !settings.shadow)
   if (penalty !== 'none') {
+    // In force: the route's own penalty, or the layer's one that still holds on this route.
     const { seconds } = (step.penalty as StepPenalty).settings
     limit.penalty = { state: penalty, seconds }
     // The refusal that starts a penalty already waits for its end.

@@ -13,7 +13,7 @@ import type { RouteTable } from './routes.js'
 import type { EdgeSettings, RouteSettings, Settings } from './options.js'
 import type { BucketRequest } from './store.js'
 import type { Warnings } from './warnings.js'
-import { penaltyBucket, stepPenalty } from './penalty.js'
+import { addPenaltyBuckets, stepPenalty } from './penalty.js'
 
 /**
  * `{key:<digest of the value>}:edge` from `edge.key(request)`, else `{ip:<address>}:edge`
@@ -80,7 +80,7 @@ export function createEdgeHook (
     }
     const routed = route as RouteSettings | undefined // not false here: such a route has no layout
     const penalty = edge.penalty === undefined && routed?.penalty === undefined ? undefined : stepPenalty(edge.penalty, routed, key)
-    if (penalty !== undefined) buckets.push(penaltyBucket(penalty))
+    if (penalty !== undefined) addPenaltyBuckets(buckets, penalty)
     runStep(settings, request, reply, { layer: 'edge', buckets, layout, tier: undefined, penalty }, done)
   }
 }

@@ -47,24 +47,26 @@ export class RateLimitedError extends RateLimitedBase {
   }
 }
 
-const PenalizedBase: TollgateError<'TOLLGATE_PENALIZED', 403, []> = createError(
-  'TOLLGATE_PENALIZED', 'Refused for a while: too many requests after being limited', 403, Error, false)
-
 /**
  * 403: the client is in a penalty (`penalty.status: 403`), after too many refusals.
- * Like `RateLimitedError`: no stack trace, `decision` and `retryAfterSeconds` (the
+ * A `RateLimitedError` (so `instanceof RateLimitedError` handles both) with code
+ * `TOLLGATE_PENALIZED`, status 403, `decision` and `retryAfterSeconds` (the
  * penalty's end, also sent as `Retry-After`).
  */
-export class PenalizedError extends PenalizedBase {
-  readonly decision: LimitDecision
-  readonly retryAfterSeconds: number | undefined
-
+export class PenalizedError extends RateLimitedError {
   constructor (decision: LimitDecision) {
-    super()
-    this.decision = decision
-    this.retryAfterSeconds = retryAfterSeconds(decision.retryAfterMs)
+    super(decision)
+    ;(this as { code: string }).code = 'TOLLGATE_PENALIZED'
+    ;(this as { statusCode: number }).statusCode = 403
+    this.message = this.retryAfterSeconds === undefined
+      ? 'Refused: too many requests after being limited'
+      : `Refused for ${this.retryAfterSeconds} second${this.retryAfterSeconds === 1 ? '' : 's'}: too many requests after being limited`
   }
 }
+// @fastify/error answers `instanceof` by the base's marker, which every RateLimitedError carries: tell them apart by code.
+Object.defineProperty(PenalizedError, Symbol.hasInstance, {
+  value: (instance: unknown): boolean => instance instanceof RateLimitedError && instance.code === ('TOLLGATE_PENALIZED' as string)
+})
 
 /** Startup: a plugin option is invalid. Argument: what was expected and what was given. */
 export const InvalidOptionError: TollgateError<'TOLLGATE_INVALID_OPTION', 500, [string]> = createError(

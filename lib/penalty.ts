@@ -3,10 +3,12 @@
  * `withinSeconds`, a client is refused for `seconds`, on every replica.
  *
  * The penalty lives in the store as one more bucket of the layer's step, keyed
- * like the client's (same hash tag): capacity 1, refilled in `seconds`, asked for
- * nothing (cost 0). A cost of 0 passes while the bucket holds 0 tokens or more;
- * starting a penalty puts it at −1, so every step of the client is refused until
- * it has refilled to 0, `seconds` later, with that wait as `Retry-After`. The
+ * like the client's (same hash tag): capacity 1, refilled at 1 a second, asked
+ * for nothing (cost 0). A cost of 0 passes while the bucket holds 0 tokens or
+ * more; starting a penalty puts it at −`seconds`, so every step of the client is
+ * refused until it has refilled to 0, `seconds` later, with that wait as
+ * `Retry-After`. On a route with a penalty of its own, the layer's bucket is
+ * checked too (a client shut out by the layer stays out of the route). The
  * Redis store's deny cache then answers the client's requests without a round
  * trip, like any refusal. Refusals are counted in this process (a local bucket of
  * `after` tokens refilled over `withinSeconds`), so that counting costs the store
@@ -36,24 +38,28 @@ export interface PenaltySettings {
   readonly withinSeconds: number
   readonly seconds: number
   readonly status: 429 | 403
-  /** The penalty bucket in the store: 1 token, refilled in `seconds`. */
+  /** The penalty bucket in the store: 1 token, refilled at 1 a second (a debt of `seconds` lasts `seconds`, exactly). */
   readonly policy: BucketPolicy
   /** This process's count of refusals: `after` tokens, refilled over `withinSeconds`. */
   readonly strikePolicy: BucketPolicy
 }
 
-/** A step's penalty: its settings, and the key of its bucket (the client's key, `:penalty`, and the route's bucket name for a route's own). */
+/** A step's penalty: its settings, and the key of its bucket (the client's key, `~penalty`, and the route's bucket name for a route's own). */
 export interface StepPenalty {
   readonly settings: PenaltySettings
   readonly key: string
+  /** On a route with its own penalty, the layer's penalty bucket, checked too (its bucket comes before the route's). */
+  readonly layer?: StepPenalty | undefined
 }
 
 export function checkPenalty (fail: Fail, path: string, value: unknown): PenaltySettings {
   const penalty = checkObject(fail, path, value)
   checkKnownKeys(fail, path, penalty, ['after', 'withinSeconds', 'seconds', 'status'])
   const after = checkInteger(fail, `${path}.after`, penalty.after, 1, 1e6)
-  const withinSeconds = checkNumber(fail, `${path}.withinSeconds`, penalty.withinSeconds, Number.MIN_VALUE)
-  if (withinSeconds > POLICY_BOUNDS.secondsToFill) expected(fail, `${path}.withinSeconds`, 'a number of seconds from 0 (excluded) to 1e10', withinSeconds)
+  const withinSeconds = penalty.withinSeconds
+  if (typeof withinSeconds !== 'number' || !(withinSeconds >= 0.001 && withinSeconds <= POLICY_BOUNDS.secondsToFill)) {
+    expected(fail, `${path}.withinSeconds`, 'a number of seconds from 0.001 to 1e10', withinSeconds)
+  }
   const seconds = checkNumber(fail, `${path}.seconds`, penalty.seconds, 1)
   if (seconds > POLICY_BOUNDS.secondsToFill) expected(fail, `${path}.seconds`, 'a number of seconds from 1 to 1e10', seconds)
   const status = penalty.status ?? 429
@@ -63,7 +69,7 @@ export function checkPenalty (fail: Fail, path: string, value: unknown): Penalty
     withinSeconds,
     seconds,
     status,
-    policy: unshared(Object.freeze({ capacity: 1, refillPerSecond: 1 / seconds })),
+    policy: unshared(Object.freeze({ capacity: 1, refillPerSecond: 1 })),
     strikePolicy: Object.freeze({ capacity: after, refillPerSecond: after / withinSeconds })
   })
 }
@@ -77,12 +83,16 @@ export function stepPenalty (layer: PenaltySettings | undefined, route: { bucket
   const own = route?.penalty
   if (own === false) return undefined
   // `~`: no limit name holds one, so no limit's key (`…:app:<name>`) is a penalty's.
-  if (own !== undefined) return { settings: own, key: `${key}~penalty:${(route as { bucket: string }).bucket}` }
-  return layer === undefined ? undefined : { settings: layer, key: `${key}~penalty` }
+  const layers = layer === undefined ? undefined : { settings: layer, key: `${key}~penalty` }
+  if (own !== undefined) return { settings: own, key: `${key}~penalty:${(route as { bucket: string }).bucket}`, layer: layers }
+  return layers
 }
 
-/** The penalty bucket of a step: asked for nothing, it passes unless a penalty put it in debt. */
-export const penaltyBucket = (penalty: StepPenalty): BucketRequest => ({ key: penalty.key, policy: penalty.settings.policy, cost: 0 })
+/** Adds the penalty buckets of a step to `buckets` (the layer's, then the route's): asked for nothing, each passes unless a penalty put it in debt. */
+export function addPenaltyBuckets (buckets: BucketRequest[], penalty: StepPenalty): void {
+  if (penalty.layer !== undefined) buckets.push({ key: penalty.layer.key, policy: penalty.layer.settings.policy, cost: 0 })
+  buckets.push({ key: penalty.key, policy: penalty.settings.policy, cost: 0 })
+}
 
 /** What a refusal meant for a step's penalty. */
 export type PenaltyState = 'none' | 'started' | 'in force'
@@ -103,8 +113,9 @@ export class Penalties {
    * `record` is false: shadow mode), without waiting for it; a failure there is logged.
    */
   onRefusal (penalty: StepPenalty, decision: StoreDecision, record: boolean): PenaltyState {
-    const tokens = decision.tokens[decision.tokens.length - 1] as number
-    if (tokens < 0) return 'in force'
+    const count = decision.tokens.length
+    if ((decision.tokens[count - 1] as number) < 0) return 'in force'
+    if (penalty.layer !== undefined && (decision.tokens[count - 2] as number) < 0) return 'in force'
     const { settings } = penalty
     const strike = this.strikes.consume([{ key: penalty.key, policy: settings.strikePolicy, cost: 1 }])
     // The `after`-th refusal is the one that finds no strike left to take.
@@ -116,9 +127,9 @@ export class Penalties {
     return 'started'
   }
 
-  /** Puts the penalty bucket at −1 token (at most: a refund of −1 is a debt, set once however many replicas start it). */
+  /** Puts the penalty bucket at −`seconds` tokens (at most: a negative refund is a debt, set once however many replicas start it). */
   private async start (penalty: StepPenalty): Promise<void> {
-    await (this.store.refund as NonNullable<Store['refund']>)({ key: penalty.key, policy: penalty.settings.policy, cost: -1 })
+    await (this.store.refund as NonNullable<Store['refund']>)({ key: penalty.key, policy: penalty.settings.policy, cost: -penalty.settings.seconds })
   }
 
   close (): void {

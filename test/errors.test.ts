@@ -19,7 +19,7 @@ t.test('every error code, its status and message', async (t) => {
     [new RateLimitedError(refusal(1000)), 'TOLLGATE_RATE_LIMITED', 429, 'Rate limit exceeded, retry in 1 second'],
     [new RateLimitedError(refusal(Infinity)), 'TOLLGATE_RATE_LIMITED', 429, 'Rate limit exceeded: this quota does not refill'],
     [new RateLimitedError({ ...refusal(Infinity), cost: 2 }), 'TOLLGATE_RATE_LIMITED', 429, 'Rate limit exceeded: this request costs more than the quota holds'],
-    [new PenalizedError({ ...refusal(300_000), penalty: { state: 'started', seconds: 300 } }), 'TOLLGATE_PENALIZED', 403, 'Refused for a while: too many requests after being limited'],
+    [new PenalizedError({ ...refusal(300_000), penalty: { state: 'started', seconds: 300 } }), 'TOLLGATE_PENALIZED', 403, 'Refused for 300 seconds: too many requests after being limited'],
     [new InvalidOptionError('Expected `x` to be y, got `z` (string)'), 'TOLLGATE_INVALID_OPTION', 500, 'Invalid fastify-tollgate option: Expected `x` to be y, got `z` (string)'],
     [new InvalidRouteConfigError('POST /export', 'bad'), 'TOLLGATE_INVALID_ROUTE_CONFIG', 500, 'Invalid config.rateLimit on route POST /export: bad'],
     [new InvalidCostError('POST /export', 'it threw'), 'TOLLGATE_INVALID_COST', 500, 'The rate-limit cost of route POST /export is invalid: it threw'],
@@ -31,6 +31,15 @@ t.test('every error code, its status and message', async (t) => {
     t.equal(error.message, message)
     t.ok(error instanceof Error)
   }
+})
+
+t.test('a PenalizedError is a RateLimitedError; a RateLimitedError is no PenalizedError', async (t) => {
+  const penalized = new PenalizedError({ ...refusal(5000), penalty: { state: 'in force', seconds: 60 } })
+  t.ok(penalized instanceof RateLimitedError)
+  t.ok(penalized instanceof PenalizedError)
+  t.notOk(new RateLimitedError(refusal(5000)) instanceof PenalizedError)
+  t.notOk(new Error('x') instanceof PenalizedError)
+  t.equal(penalized.retryAfterSeconds, 5)
 })
 
 t.test('a refusal is built without a stack trace', async (t) => {

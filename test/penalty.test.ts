@@ -136,10 +136,10 @@ t.test('penalty options are checked at startup', async (t) => {
   const cases: Array<[unknown, RegExp]> = [
     [{ after: 0, withinSeconds: 1, seconds: 1 }, /`edge\.penalty\.after` to be an integer from 1 to 1000000, got `0`/],
     [{ after: 1.5, withinSeconds: 1, seconds: 1 }, /`edge\.penalty\.after` to be an integer/],
-    [{ after: 1, withinSeconds: 0, seconds: 1 }, /`edge\.penalty\.withinSeconds` to be a finite number/],
+    [{ after: 1, withinSeconds: 0, seconds: 1 }, /`edge\.penalty\.withinSeconds` to be a number of seconds from 0\.001 to 1e10, got `0`/],
     [{ after: 1, withinSeconds: 1, seconds: 0.5 }, /`edge\.penalty\.seconds` to be a finite number ≥ 1, got `0\.5`/],
     [{ after: 1, withinSeconds: 1, seconds: 1e11 }, /`edge\.penalty\.seconds` to be a number of seconds from 1 to 1e10/],
-    [{ after: 1, withinSeconds: 1e11, seconds: 1 }, /`edge\.penalty\.withinSeconds` to be a number of seconds from 0 \(excluded\) to 1e10/],
+    [{ after: 1, withinSeconds: 1e11, seconds: 1 }, /`edge\.penalty\.withinSeconds` to be a number of seconds from 0\.001 to 1e10/],
     [{ after: 1, withinSeconds: 1, seconds: 1, status: 418 }, /`edge\.penalty\.status` to be 429 or 403, got `418`/],
     [{ after: 1, withinSeconds: 1, seconds: 1, ban: true }, /Unknown option `edge\.penalty\.ban`/],
     ['yes', /`edge\.penalty` to be an object/]
@@ -182,7 +182,7 @@ t.test('shadow mode counts and reports a penalty, and writes none', async (t) =>
   const app = await build(store, { shadow: true, edge: { capacity: 2, refillPerSecond: 1, penalty } }, limits)
   t.same(new Set(await statuses(app, 8)), new Set([200]))
   t.same(limits[2]?.penalty, { state: 'started', seconds: 300 }, 'onLimit hears of it')
-  const held = store.peek({ key: '{ip:127.0.0.1}:edge~penalty', policy: { capacity: 1, refillPerSecond: 1 / 300 }, cost: 0 }).tokens
+  const held = store.peek({ key: '{ip:127.0.0.1}:edge~penalty', policy: { capacity: 1, refillPerSecond: 1 }, cost: 0 }).tokens
   t.equal(held, 1, 'the penalty bucket is not in debt: no penalty written')
   await app.close()
 })

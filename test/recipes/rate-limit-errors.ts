@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify'
-import { RateLimitedError } from 'fastify-tollgate'
+import { PenalizedError, RateLimitedError } from 'fastify-tollgate'
 
 // Refusals as { error, message, retryAfterSeconds, layer }, logged at debug (Fastify's
 // default handler logs each 4xx at info); any other error goes on to Fastify's handler.
@@ -7,8 +7,9 @@ export function rateLimitErrors (app: FastifyInstance): void {
   app.setErrorHandler((error, request, reply) => {
     if (!(error instanceof RateLimitedError)) return reply.send(error)
     request.log.debug({ rateLimit: error.decision }, 'rate limited')
-    return reply.code(429).send({
-      error: 'rate_limited',
+    // 429, or 403 for a penalty with status 403 (a PenalizedError is a RateLimitedError).
+    return reply.code(error.statusCode ?? 429).send({
+      error: error instanceof PenalizedError ? 'penalized' : 'rate_limited',
       message: error.message,
       retryAfterSeconds: error.retryAfterSeconds ?? null, // null: this quota never refills
       layer: error.decision.layer
