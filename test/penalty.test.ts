@@ -206,3 +206,16 @@ t.test('a route penalty under a local edge mode fails startup', async (t) => {
   }), { code: 'TOLLGATE_INVALID_ROUTE_CONFIG', message: /`rateLimit\.penalty` on a route the edge limits with `edge\.mode: 'exact'`/ })
   await store.close()
 })
+
+t.test('a client shut out by the layer\'s penalty stays out of a route with a penalty of its own', async (t) => {
+  const clock = manualClock(1_000_000)
+  const limits: LimitDecision[] = []
+  const app = await build(memoryStore({ clock: clock.now }), { edge: { capacity: 5, refillPerSecond: 1, penalty } }, limits)
+  await statuses(app, 8) // 5 pass, the 3rd refusal starts the edge's penalty
+  clock.advance(10_000) // every quota full again
+  const login = await app.inject({ method: 'POST', url: '/login' })
+  t.equal(login.statusCode, 429)
+  t.equal(login.headers['retry-after'], '290', 'the edge\'s penalty, to its end')
+  t.equal(limits.at(-1)?.penalty?.state, 'in force')
+  await app.close()
+})
