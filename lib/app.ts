@@ -65,7 +65,6 @@ function jwtIdentity (request: FastifyRequest, quotaClaim: string | undefined): 
   return identity
 }
 
-
 /**
  * The requester: a user with a valid id, under their tier when it is an own name
  * of `app.tiers` (else `default`); otherwise anonymous, keyed by client IP under
@@ -93,16 +92,17 @@ function requester (request: FastifyRequest, app: AppSettings, warnings: Warning
     const validId = (typeof id === 'string' && id !== '') || (typeof id === 'number' && Number.isFinite(id))
     if (validId) {
       const tierName = typeof tier === 'string' && Object.hasOwn(app.tiers, tier) ? tier : 'default'
-      if (quota === undefined || quota === null) return { kind: 'user', id: String(id), tier: tierName, quota: undefined }
-      if (app.identityQuotas === undefined) {
-        warnings.warn('TOLLGATE_IDENTITY_QUOTA_IGNORED')
-        return { kind: 'user', id: String(id), tier: tierName, quota: undefined }
+      let own: IdentityQuota | string | undefined
+      if (quota !== undefined && quota !== null) {
+        if (app.identityQuotas === undefined) warnings.warn('TOLLGATE_IDENTITY_QUOTA_IGNORED')
+        else own = app.identityQuotas.of(quota)
       }
-      const checked = app.identityQuotas.of(quota)
-      if (typeof checked !== 'string') return { kind: 'user', id: String(id), tier: tierName, quota: checked }
       // Never a better quota than the claims prove: a bad one gets the tier's.
-      app.identityQuotas.refused(request, String(id), checked)
-      return { kind: 'user', id: String(id), tier: tierName, quota: undefined }
+      if (typeof own === 'string') {
+        (app.identityQuotas as IdentityQuotas).refused(request, String(id), own)
+        own = undefined
+      }
+      return { kind: 'user', id: String(id), tier: tierName, quota: own }
     }
   }
   return { kind: 'ip', id: '', tier: app.anonymousTier, quota: undefined }
