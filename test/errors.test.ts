@@ -40,6 +40,8 @@ t.test('a PenalizedError is a RateLimitedError; a RateLimitedError is no Penaliz
   t.notOk(new RateLimitedError(refusal(5000)) instanceof PenalizedError)
   t.notOk(new Error('x') instanceof PenalizedError)
   t.equal(penalized.retryAfterSeconds, 5)
+  t.equal(new PenalizedError(refusal(1000)).message, 'Refused for 1 second: too many requests after being limited')
+  t.equal(new PenalizedError(refusal(Infinity)).message, 'Refused: too many requests after being limited')
 })
 
 t.test('a refusal is built without a stack trace', async (t) => {

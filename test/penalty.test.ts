@@ -99,6 +99,11 @@ for (const [name, makeStore] of stores) {
     t.equal((await app.inject('/free')).statusCode, 200, 'penalty: false on the route')
     clock.advance(55_000)
     t.equal((await app.inject('/')).statusCode, 200)
+    // POST /login: its own penalty (after 2), at the edge with no edge penalty beside it.
+    const logins = []
+    for (let i = 0; i < 4; i++) logins.push((await app.inject({ method: 'POST', url: '/login' })).headers['retry-after'])
+    // The app bucket (2, 1/s) refuses the 2nd, the edge's route bucket (2 a minute) the 3rd and 4th, which starts it.
+    t.same(logins, [undefined, '1', '60', '900'], 'the route\'s own penalty alone')
     await app.close()
   })
 }
