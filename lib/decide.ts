@@ -18,7 +18,7 @@ export interface Step {
   layer: LimitDecision['layer']
   /**
    * The buckets to consume, all or nothing; `layout.buckets[i]` names `buckets[i]`.
-   * With a penalty, its bucket comes last, after those the layout names.
+   * With a penalty, its buckets come last (the layer's, then the route's own), after those the layout names.
    */
   buckets: BucketRequest[]
   layout: HeaderLayout

@@ -3,7 +3,8 @@
  * from `identify` (or a JWT claim) instead of a tier name. Such a quota comes
  * with each request, so it is checked per request, without throwing at the
  * caller: anything malformed, or above the operator's `app.maxQuota`, is refused
- * with a reason, and the request gets `default` (never a better quota).
+ * with a reason, and the request gets the identity's tier (`default` without
+ * one: never a better quota).
  */
 import type { FastifyRequest } from 'fastify'
 import { performance } from 'node:perf_hooks'
@@ -49,10 +50,10 @@ export class IdentityQuotas {
     this.refusals = new ThrottledLog(QUOTA_REFUSED_LOG_INTERVAL_MS, now)
   }
 
-  /** Logs (once a minute at most) that `user`'s quota was refused, and why; the request then gets `default`. */
+  /** Logs (once a minute at most) that `user`'s quota was refused, and why; the request then gets its tier's. */
   refused (request: FastifyRequest, user: string, reason: string): void {
     this.refusals.log((since) => {
-      request.log.warn({ user, reason, since }, 'fastify-tollgate: an identity\'s quota was refused; the default tier applies (logged once a minute; `since`: refusals not logged since the last line)')
+      request.log.warn({ user, reason, since }, 'fastify-tollgate: an identity\'s quota was refused; its tier applies (default without one; logged once a minute; `since`: refusals not logged since the last line)')
     })
   }
 
@@ -71,13 +72,12 @@ export class IdentityQuotas {
     } catch (error) {
       return reasonOf(error)
     }
-    const text = limits.map((limit) => `${limit.keySuffix}~q${limit.whole.capacity}r${limit.whole.refillPerSecond}`).join(',')
+    const keySuffixes = limits.map((limit) => `${limit.keySuffix}~q${limit.whole.capacity}r${limit.whole.refillPerSecond}`)
+    const text = keySuffixes.join(',')
     let quota = this.checked.get(text)
     if (quota === undefined) {
       if (this.checked.size >= CACHE_SIZE) this.checked.clear()
-      quota = {
-        limits: limits.map((limit) => ({ ...limit, keySuffix: `${limit.keySuffix}~q${limit.whole.capacity}r${limit.whole.refillPerSecond}` }))
-      }
+      quota = { limits: limits.map((limit, i) => ({ ...limit, keySuffix: keySuffixes[i] as string })) }
       this.checked.set(text, quota)
     }
     return quota
