@@ -12,7 +12,7 @@ import type { FastifyInstance } from 'fastify'
 export const EXAMPLES = [
   'server', 'edge-only', 'jwt-tiers', 'route-cost', 'api-key', 'shadow',
   'replica-share', 'problem-json', 'redis', 'redis-cluster',
-  'login', 'pricing',
+  'login', 'pricing', 'metrics',
   // @fastify/rate-limit's README examples, translated (MIGRATING.md)
   'frl-global', 'frl-not-found', 'frl-error-response', 'frl-key-generator', 'frl-variable-max', 'frl-allow-list',
   'frl-hook', 'frl-custom-store', 'frl-callbacks', 'frl-ban', 'frl-route-config', 'frl-group', 'frl-route-override', 'frl-manual'

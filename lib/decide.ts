@@ -4,6 +4,8 @@
  * The store may answer synchronously; then no promise is made.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import { performance } from 'node:perf_hooks'
+import { decisionChannel, publishDecision, publishUnavailable } from './diagnostics.js'
 import { PenalizedError, RateLimitedError, StoreUnavailableError } from './errors.js'
 import { HeaderLayout, namedPolicy, writeHeaders } from './headers.js'
 import type { LimitDecision, Settings } from './options.js'
@@ -34,22 +36,26 @@ function isPromise<T> (value: T | Promise<T>): value is Promise<T> {
   return typeof (value as { then?: unknown }).then === 'function'
 }
 
+/** `startedMs` of a step no one watches: its decision is not published. */
+const UNWATCHED = -1
+
 /** Runs `step` against the store and calls `done` once, with a refusal or with nothing. */
 export function runStep (settings: Settings, request: FastifyRequest, reply: FastifyReply, step: Step, done: Done): void {
+  const startedMs = decisionChannel.hasSubscribers ? performance.now() : UNWATCHED
   let result: StoreDecision | Promise<StoreDecision>
   try {
     result = settings.store.consume(step.buckets)
   } catch (error) {
-    storeFailed(request, reply, error, done)
+    storeFailed(settings, request, reply, step, startedMs, error, done)
     return
   }
   if (isPromise(result)) {
     result.then(
-      (decision) => { finish(settings, request, reply, step, decision, done) },
-      (error: unknown) => { storeFailed(request, reply, error, done) }
+      (decision) => { finish(settings, request, reply, step, decision, startedMs, done) },
+      (error: unknown) => { storeFailed(settings, request, reply, step, startedMs, error, done) }
     )
   } else {
-    finish(settings, request, reply, step, result, done)
+    finish(settings, request, reply, step, result, startedMs, done)
   }
 }
 
@@ -87,7 +93,8 @@ function layoutUnder (layout: HeaderLayout, applied: readonly BucketPolicy[]): H
   return under
 }
 
-function finish (settings: Settings, request: FastifyRequest, reply: FastifyReply, step: Step, decision: StoreDecision, done: Done): void {
+/** The store's answer → headers, then `done()`, or the refusal's report, log, `onLimit`, and `done(refusal)`; published when watched. */
+function finish (settings: Settings, request: FastifyRequest, reply: FastifyReply, step: Step, decision: StoreDecision, startedMs: number, done: Done): void {
   // Honest headers when degraded: a local share shows its own policies; an uncounted pass shows none.
   if (settings.headers !== false && decision.degraded !== 'open') {
     const applied = decision.policies
@@ -95,6 +102,7 @@ function finish (settings: Settings, request: FastifyRequest, reply: FastifyRepl
     writeHeaders(reply, settings.headers, layout, decision.tokens)
   }
   if (decision.allowed) {
+    if (startedMs !== UNWATCHED) publishDecision(request, report(step, decision), settings.shadow, decision.degraded, performance.now() - startedMs)
     done()
     return
   }
@@ -107,6 +115,7 @@ function finish (settings: Settings, request: FastifyRequest, reply: FastifyRepl
     // The refusal that starts a penalty already waits for its end.
     if (penalty === 'started') limit.retryAfterMs = Math.max(limit.retryAfterMs, seconds * 1000)
   }
+  if (startedMs !== UNWATCHED) publishDecision(request, limit, settings.shadow, decision.degraded, performance.now() - startedMs)
   if (settings.onLimit !== undefined) {
     try {
       const returned: unknown = settings.onLimit(request, limit)
@@ -117,6 +126,7 @@ function finish (settings: Settings, request: FastifyRequest, reply: FastifyRepl
     }
   }
   if (settings.shadow) {
+    settings.shadowCounter?.record(limit, step.buckets.map((bucket) => bucket.cost))
     request.log.info({ rateLimit: limit }, 'fastify-tollgate: would refuse (shadow mode)')
     done()
     return
@@ -129,7 +139,10 @@ function finish (settings: Settings, request: FastifyRequest, reply: FastifyRepl
   done(refusal)
 }
 
-function storeFailed (request: FastifyRequest, reply: FastifyReply, error: unknown, done: Done): void {
+function storeFailed (settings: Settings, request: FastifyRequest, reply: FastifyReply, step: Step, startedMs: number, error: unknown, done: Done): void {
+  if (startedMs !== UNWATCHED) {
+    publishUnavailable(request, step.layer as 'edge' | 'app', step.tier, (step.buckets[0] as BucketRequest).cost, performance.now() - startedMs, settings.shadow)
+  }
   const byPolicy = error instanceof StoreUnavailableError
   if (byPolicy) {
     // The store refused by its failure policy and logs outages itself, without a line per request.

@@ -24,3 +24,7 @@ export {
   RateLimitedError, PenalizedError, InvalidOptionError, InvalidRouteConfigError, InvalidCostError, StoreUnavailableError
 } from './errors.js'
 export { StoreUnsupportedError } from './errors.js'
+export {
+  DECISION_CHANNEL, STORE_CHANNEL, NEAR_LIMIT_LEFT, type DecisionMessage, type DecisionOutcome, type StoreMessage
+} from './diagnostics.js'
+export type { ShadowReport, ShadowReportOptions, ShadowCount, ShadowClientCount } from './shadow-report.js'

@@ -12,6 +12,7 @@ import { memoize } from './key-cache.js'
 import { checkAllowList, type AllowListOption, type AllowListSettings } from './allow-list.js'
 import { checkQuota, namesOf, share, type Quota, type TierLimit } from './limits.js'
 import { IdentityQuotas } from './identity-quota.js'
+import { ShadowCounter, type ShadowReportOptions } from './shadow-report.js'
 import { checkPenalty, type PenaltyOptions, type PenaltySettings, type Penalties } from './penalty.js'
 import type { Store } from './store.js'
 import { WARNING_CODES, type WarningCode } from './warnings.js'
@@ -202,6 +203,12 @@ export interface TollgateOptions {
   headers?: HeaderStyle | undefined
   /** Decide, count, send headers and log would-be refusals, but never refuse. Default `false`. */
   shadow?: boolean | undefined
+  /**
+   * In shadow mode, how much `fastify.tollgate.shadowReport()` keeps: the last
+   * `minutes` (1 to 60, default 10), at most `keys` clients per minute (10 to
+   * 100 000, default 1 000).
+   */
+  shadowReport?: ShadowReportOptions | undefined
   /** Called on every refusal (and would-be refusal in shadow mode). Errors it throws are logged. */
   onLimit?: ((request: FastifyRequest, decision: LimitDecision) => void) | undefined
   /**
@@ -295,6 +302,8 @@ export interface Settings {
   warnings: ReadonlySet<WarningCode>
   /** Counts refusals and starts penalties; set by the plugin when a layer or route has a penalty. */
   penalties?: Penalties | undefined
+  /** Counts would-be refusals for `fastify.tollgate.shadowReport()`; `undefined` unless `shadow`. */
+  shadowCounter: ShadowCounter | undefined
 }
 
 export interface RouteSettings {
@@ -320,7 +329,7 @@ export interface RouteSettings {
 /** A penalty is written to the store by a refund that takes tokens (see penalty.ts). */
 const PENALTY_NEEDS_REFUND = 'Expected a store with `refund()` (as memoryStore and redisStore have) for a `penalty`: the penalty is kept in the store, got a store without'
 
-const OPTION_KEYS = ['store', 'edge', 'app', 'allowList', 'headers', 'shadow', 'onLimit', 'warnings']
+const OPTION_KEYS = ['store', 'edge', 'app', 'allowList', 'headers', 'shadow', 'shadowReport', 'onLimit', 'warnings']
 const HOOKS: readonly AppHookName[] = ['preHandler', 'preValidation', 'preParsing']
 
 /** Checked tiers (see `checkTiers`), each a list of limits; a tier of one policy is one limit named `single`. */
@@ -464,7 +473,19 @@ export function checkOptions (value: unknown): Settings {
   if (typeof shadow !== 'boolean') expected(fail, 'shadow', 'a boolean', shadow)
   const onLimit = options.onLimit === undefined ? undefined : checkFunction<Settings['onLimit']>(fail, 'onLimit', options.onLimit)
   const allowList = checkAllowList(options.allowList)
-  return { store, headers, shadow, onLimit, edge, app, allowList, warnings: checkWarnings(options.warnings) }
+  const report = checkShadowReport(options.shadowReport)
+  const shadowCounter = shadow ? new ShadowCounter(report.minutes, report.keys, store.localClock ?? ((): number => performance.now())) : undefined
+  return { store, headers, shadow, onLimit, edge, app, allowList, warnings: checkWarnings(options.warnings), shadowCounter }
+}
+
+function checkShadowReport (value: unknown): { minutes: number, keys: number } {
+  const fail = failOption
+  const given = checkObject(fail, 'shadowReport', value ?? {})
+  checkKnownKeys(fail, 'shadowReport', given, ['minutes', 'keys'])
+  return {
+    minutes: checkInteger(fail, 'shadowReport.minutes', given.minutes ?? 10, 1, 60),
+    keys: checkInteger(fail, 'shadowReport.keys', given.keys ?? 1000, 10, 100_000)
+  }
 }
 
 function checkWarnings (value: unknown): Set<WarningCode> {

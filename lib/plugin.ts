@@ -15,7 +15,8 @@ import { ofClientAddress, memoize } from './key-cache.js'
 import { overdraftOf, peek, refund, reset, resolve, storeOf, type BucketLevel, type LayerBucket, type PeekDecision, type RouteQuotas } from './manual.js'
 import { RouteTable } from './routes.js'
 import { checkOptions, type LimitDecision, type Settings, type TollgateOptions } from './options.js'
-import { checkNumber, failOption } from './validate.js'
+import { checkInteger, checkKnownKeys, checkNumber, checkObject, failOption } from './validate.js'
+import type { ShadowReport } from './shadow-report.js'
 import { SettlingEdge } from './stores/settling.js'
 import { Penalties } from './penalty.js'
 import { claimStore, trustProxyOption, Warnings } from './warnings.js'
@@ -60,6 +61,13 @@ export interface TollgateDecorator {
    * settlement was given up on. Otherwise resolves at once.
    */
   settle (): Promise<void>
+  /**
+   * In shadow mode: the clients and tiers that would have been refused most in the
+   * last `shadowReport.minutes`, the `top` clients (default 20) most first. Outside
+   * shadow mode: `shadow: false` and empty lists. Throws `TOLLGATE_INVALID_OPTION`
+   * for a `top` that is not an integer ≥ 1.
+   */
+  shadowReport (options?: { top?: number | undefined }): ShadowReport
 }
 
 declare module 'fastify' {
@@ -102,6 +110,12 @@ function decorator (settings: Settings, routes: RouteQuotas): TollgateDecorator 
     },
     async settle () {
       if (m.edgeStore instanceof SettlingEdge) await m.edgeStore.settleNow()
+    },
+    shadowReport (options) {
+      const given = checkObject(failOption, 'shadowReport', options ?? {})
+      checkKnownKeys(failOption, 'shadowReport', given, ['top'])
+      const top = checkInteger(failOption, 'top', given.top ?? 20, 1)
+      return settings.shadowCounter?.read(top, true) ?? { shadow: false, minutes: 0, wouldRefuse: 0, untracked: 0, clients: [], tiers: [] }
     }
   }
 }

@@ -160,7 +160,11 @@ t.test('shadow: never refuses, counts would-be refusals', async (t) => {
   t.same(count(await statuses(app, 8), 200), 8)
   const last = await app.inject('/')
   t.equal(last.headers['ratelimit'], '"edge";r=0;t=5', 'headers still tell the truth')
-  t.match((await app.inject('/stats')).json(), { wouldRefuse: { total: 4, byKey: { '{ip:127.0.0.1}:edge': 4 } } })
+  t.match((await app.inject('/shadow-report')).json(), {
+    shadow: true, minutes: 1, wouldRefuse: 4, untracked: 0,
+    clients: [{ client: '{ip:127.0.0.1}', layer: 'edge', wouldRefuse: 4, limits: { edge: 4 } }],
+    tiers: [{ layer: 'edge', wouldRefuse: 4, limits: { edge: 4 } }]
+  })
 })
 
 t.test('replica-share: each replica enforces its share of the quota', async (t) => {
@@ -446,9 +450,9 @@ const probes: Record<(typeof EXAMPLES)[number], (url: string) => Promise<{ statu
   'api-key': async (url) => ({ statuses: await codes(`${url}/`, 7, { headers: { 'x-api-key': 'key-acme-0001' } }), passes: 5 }),
   shadow: async (url) => {
     const statuses = await codes(`${url}/`, 8)
-    const { wouldRefuse } = await (await fetch(`${url}/stats`)).json() as { wouldRefuse: { total: number } }
+    const { wouldRefuse } = await (await fetch(`${url}/shadow-report`)).json() as { wouldRefuse: number }
     // Shadow mode never refuses: all 8 pass, and the would-be refusals stand in for a 429.
-    return { statuses: [...statuses, wouldRefuse.total >= 1 ? 429 : 200], passes: 8 }
+    return { statuses: [...statuses, wouldRefuse >= 1 ? 429 : 200], passes: 8 }
   },
   'replica-share': async (url) => ({ statuses: await codes(`${url}/`, 25), passes: 10 }),
   'problem-json': async (url) => ({ statuses: await codes(`${url}/`, 5), passes: 3 }),
@@ -462,6 +466,7 @@ const probes: Record<(typeof EXAMPLES)[number], (url: string) => Promise<{ statu
   redis: twoExports,
   'redis-cluster': twoExports,
   pricing: async (url) => ({ statuses: await codes(`${url}/`, 8, await token(url, 'user=alice')), passes: 5 }),
+  metrics: async (url) => ({ statuses: await codes(`${url}/`, 25), passes: 10 }),
   'frl-global': async (url) => ({ statuses: await codes(`${url}/`, 110), passes: 100 }),
   // A 404 is an answer the limit let through.
   'frl-not-found': async (url) => ({ statuses: (await codes(`${url}/nowhere`, 4)).map((code) => code === 404 ? 200 : code), passes: 2 }),

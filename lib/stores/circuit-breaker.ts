@@ -43,12 +43,14 @@ export class CircuitBreaker {
     return true
   }
 
-  /** A call failed (an error or a timeout) at `nowMs`. */
-  failed (nowMs: number): void {
+  /** A call failed (an error or a timeout) at `nowMs`. Returns true when this opened a closed breaker: Redis is gone. */
+  failed (nowMs: number): boolean {
     this.consecutiveFailures++
-    if (this.current === 'probing' || (this.current === 'closed' && this.consecutiveFailures >= this.threshold)) {
+    const opened = this.current === 'closed' && this.consecutiveFailures >= this.threshold
+    if (opened || this.current === 'probing') {
       this.current = 'open'
       this.probeAtMs = nowMs + this.probeIntervalMs
     }
+    return opened
   }
 }

@@ -21,6 +21,7 @@ import { isUnshared, type BucketDebit, type BucketRequest, type BucketSettlement
 import {
   checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, checkTimer, expected, failOption
 } from '../validate.js'
+import { publishStore } from '../diagnostics.js'
 import { BoundedWait } from './bounded-wait.js'
 import { CircuitBreaker, type BreakerState } from './circuit-breaker.js'
 import { clusterSlot } from './cluster-slot.js'
@@ -295,7 +296,7 @@ export class RedisStore implements Store {
         })
       })
       .catch((error: unknown) => {
-        this.breaker.failed(this.now())
+        this.failed()
         this.log('error', 'redis-failed', { err: error, failMode: this.failMode, breaker: this.breaker.state },
           'fastify-tollgate: Redis call failed; deciding by failMode')
         for (const pending of batch) {
@@ -308,12 +309,18 @@ export class RedisStore implements Store {
       })
   }
 
-  /** A call answered: closes the breaker if it was open (logged once). */
+  /** A call answered: closes the breaker if it was open (logged once, published). */
   private answered (): void {
     if (this.breaker.succeeded()) {
       this.lastLogged.clear()
       this.logger.info({ store: 'redis' }, 'fastify-tollgate: Redis answers again; shared quotas restored')
+      publishStore('redis', this.prefix, 'restored', this.liveReplicas)
     }
+  }
+
+  /** A call failed: counted by the breaker; its opening is published. */
+  private failed (): void {
+    if (this.breaker.failed(this.now())) publishStore('redis', this.prefix, 'degraded', this.liveReplicas)
   }
 
   /** Logs that Redis cannot be used, by `failMode` (at most once per `logIntervalMs`). Throws for `'closed'`. */
@@ -418,7 +425,7 @@ export class RedisStore implements Store {
       }
     }
     await Promise.all(calls.map(async (call) => call.catch((error: unknown) => {
-      this.breaker.failed(this.now())
+      this.failed()
       this.log('error', 'settle-failed', { err: error, breaker: this.breaker.state },
         'fastify-tollgate: Redis settlement failed; the edge decides locally until Redis answers')
     })))
@@ -465,7 +472,7 @@ export class RedisStore implements Store {
     if (inFlight !== undefined) this.denials?.settle([{ buckets: inFlight }], call)
     return this.bounded.wait(call, this.script.cluster ? this.nodeOf(stored) : SINGLE_NODE).then(
       (reply) => { this.answered(); return reply },
-      (error: unknown) => { this.breaker.failed(this.now()); throw error })
+      (error: unknown) => { this.failed(); throw error })
   }
 
   /** Announces this replica (`leaving` '0') or its leaving ('1'); resolves with the live replicas. */
@@ -476,7 +483,10 @@ export class RedisStore implements Store {
 
   private async heartbeat (): Promise<void> {
     await this.beat('0')
-      .then((count) => { this.liveReplicas = Math.max(1, parseNumber(count)) })
+      .then((count) => {
+        this.liveReplicas = Math.max(1, parseNumber(count))
+        publishStore('redis', this.prefix, 'replicas', this.liveReplicas)
+      })
       .catch((error: unknown) => {
         this.log('warn', 'heartbeat-failed', { err: error }, 'fastify-tollgate: Redis heartbeat failed; keeping the last replica count')
       })

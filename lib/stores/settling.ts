@@ -29,6 +29,7 @@ import { msUntil, tokensAt, type BucketPolicy, type BucketState } from '../bucke
 import {
   storeMethod, type BucketDebit, type BucketRequest, type BucketSettlement, type Store, type StoreDecision, type StoreLogger, type StoreReading
 } from '../store.js'
+import { publishStore } from '../diagnostics.js'
 import { ReplicaShareEdge } from './replica-share.js'
 
 /** Most keys viewed at once; past it the oldest view is dropped (what it spent and reserved is still settled). */
@@ -336,6 +337,7 @@ export class SettlingEdge implements Store {
     } else if (!this.healthy && settlements.every((settlement) => settlement.tokens !== Infinity)) {
       this.healthy = true
       this.logger?.info({ store: 'settle' }, 'fastify-tollgate: settlement answered; the edge is back on the shared quota')
+      this.publish('restored')
     }
   }
 
@@ -344,6 +346,11 @@ export class SettlingEdge implements Store {
     if (!this.healthy) return
     this.healthy = false
     this.logger?.warn({ err: reason }, 'fastify-tollgate: settlement failed; the edge enforces this replica\'s share until the shared store answers')
+    this.publish('degraded')
+  }
+
+  private publish (event: 'degraded' | 'restored'): void {
+    publishStore('settle', this.shared.keyspace?.prefix ?? '', event, this.replicas())
   }
 
   /** Keeps `debit` (spent and given back) for the next settlement, merged with what is kept for its key; at most 2 × `maxViews` keys. */

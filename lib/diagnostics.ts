@@ -1,0 +1,119 @@
+/**
+ * What the limiter does, on `node:diagnostics_channel`: one message per layer
+ * decision (`DECISION_CHANNEL`) and one per change of a store's health
+ * (`STORE_CHANNEL`). Nothing is built when no one subscribes: each publisher
+ * first reads the channel's `hasSubscribers`.
+ *
+ * ```ts
+ * import { subscribe } from 'node:diagnostics_channel'
+ * import { DECISION_CHANNEL, type DecisionMessage } from 'fastify-tollgate'
+ * subscribe(DECISION_CHANNEL, (message) => { const decision = message as DecisionMessage })
+ * ```
+ */
+import { channel } from 'node:diagnostics_channel'
+import type { FastifyRequest } from 'fastify'
+import type { LimitDecision } from './options.js'
+
+/** Channel name of the layers' decisions: one `DecisionMessage` per layer that decided a request. */
+export const DECISION_CHANNEL = 'fastify-tollgate:decision'
+/** Channel name of the stores' health: one `StoreMessage` per change. */
+export const STORE_CHANNEL = 'fastify-tollgate:store'
+
+/**
+ * A decision's outcome, one of:
+ * - `'allowed'`: passed, every bucket still holds more than `NEAR_LIMIT_LEFT` of its capacity;
+ * - `'near-limit'`: passed, and a bucket holds `NEAR_LIMIT_LEFT` of its capacity or less;
+ * - `'refused'`: refused (429, or 403 during a penalty of that status);
+ * - `'would-refuse'`: refused in shadow mode, so passed;
+ * - `'unavailable'`: the store could not decide and refused (503: `failMode: 'closed'`, or a store that threw).
+ */
+export type DecisionOutcome = 'allowed' | 'near-limit' | 'refused' | 'would-refuse' | 'unavailable'
+
+/** The share of a bucket's capacity at or below which a pass is `'near-limit'`: 0.2 (80% used). */
+export const NEAR_LIMIT_LEFT = 0.2
+
+/** A layer's decision for one request, as `onLimit` gets it, with what a dashboard needs besides. */
+export interface DecisionMessage extends Omit<LimitDecision, 'layer'> {
+  layer: 'edge' | 'app'
+  /** The limiter's answer, as `onLimit` gets it: `false` for `'would-refuse'` too, which shadow mode lets pass. */
+  allowed: boolean
+  outcome: DecisionOutcome
+  /** The request decided. */
+  request: FastifyRequest
+  /**
+   * The route by its method and pattern (`'GET /users/:id'`, never the raw URL);
+   * `undefined` for a request no route matched (a 404).
+   */
+  route: string | undefined
+  /** Whether the plugin runs in shadow mode (a refusal is then `'would-refuse'` and passes). */
+  shadow: boolean
+  /**
+   * How the store decided when it could not use its shared state: `'local'` (this
+   * replica's share) or `'open'` (uncounted); absent when it could. `'unavailable'`
+   * decisions have none.
+   */
+  degraded?: 'open' | 'local'
+  /** Milliseconds from asking the store to its answer (for a store that answers at once, as the memory store does, the call's own time). */
+  storeMs: number
+}
+
+/** A change in a store's health. */
+export interface StoreMessage {
+  /** `'redis'`: a `redisStore()`; `'settle'`: the edge of `edge.mode: 'settle'` in front of it. */
+  store: 'redis' | 'settle'
+  /** The store's key prefix, which tells two Redis stores apart. */
+  prefix: string
+  /**
+   * - `'degraded'`: the shared state cannot be used (Redis's circuit breaker opened;
+   *   a settlement failed): decisions follow `failMode` (the settle edge: this replica's share);
+   * - `'restored'`: the shared state answers again;
+   * - `'replicas'`: a heartbeat counted the live replicas (every `heartbeatIntervalMs`, changed or not).
+   */
+  event: 'degraded' | 'restored' | 'replicas'
+  /** The live replicas as last counted. */
+  liveReplicas: number
+}
+
+export const decisionChannel = channel(DECISION_CHANNEL)
+export const storeChannel = channel(STORE_CHANNEL)
+
+/** Whether `limit` (a pass) left a bucket at `NEAR_LIMIT_LEFT` of its capacity or less. */
+function nearLimit (limit: LimitDecision): boolean {
+  for (const bucket of limit.buckets) {
+    if (bucket.tokens <= bucket.capacity * NEAR_LIMIT_LEFT) return true
+  }
+  return false
+}
+
+/** The request's route as `DecisionMessage.route` names it. */
+function routeOf (request: FastifyRequest): string | undefined {
+  if (request.is404) return undefined
+  return `${request.method} ${request.routeOptions.url as string}`
+}
+
+/**
+ * Publishes a decision: `limit` as `onLimit` gets it, `shadow` the plugin's mode,
+ * `degraded` as the store answered, `storeMs` the store's time to answer.
+ */
+export function publishDecision (request: FastifyRequest, limit: LimitDecision, shadow: boolean, degraded: 'open' | 'local' | undefined, storeMs: number): void {
+  const outcome: DecisionOutcome = !limit.allowed ? (shadow ? 'would-refuse' : 'refused') : nearLimit(limit) ? 'near-limit' : 'allowed'
+  const message = { ...limit, layer: limit.layer as DecisionMessage['layer'], outcome, request, route: routeOf(request), shadow, storeMs } as DecisionMessage
+  if (degraded !== undefined) message.degraded = degraded
+  decisionChannel.publish(message)
+}
+
+/** Publishes a store that could not decide (the request got a 503). */
+export function publishUnavailable (request: FastifyRequest, layer: DecisionMessage['layer'], tier: string | undefined, cost: number, storeMs: number, shadow: boolean): void {
+  const message: DecisionMessage = {
+    layer, outcome: 'unavailable', allowed: false, request, route: routeOf(request), shadow, cost, retryAfterMs: 1000, buckets: [], storeMs
+  }
+  if (tier !== undefined) message.tier = tier
+  decisionChannel.publish(message)
+}
+
+/** Publishes a store health change. Cheap enough to call without checking for subscribers. */
+export function publishStore (store: StoreMessage['store'], prefix: string, event: StoreMessage['event'], liveReplicas: number): void {
+  if (!storeChannel.hasSubscribers) return
+  const message: StoreMessage = { store, prefix, event, liveReplicas }
+  storeChannel.publish(message)
+}

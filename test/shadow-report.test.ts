@@ -1,0 +1,135 @@
+/** fastify.tollgate.shadowReport(): the clients and tiers shadow mode would have refused most (lib/shadow-report.ts). */
+import t from 'tap'
+import { per } from '../lib/index.js'
+import { buildApp, readyWith } from './helpers.js'
+
+const from = (remoteAddress: string): { url: string, remoteAddress: string } => ({ url: '/', remoteAddress })
+
+async function send (app: Awaited<ReturnType<typeof buildApp>>['app'], count: number, remoteAddress: string): Promise<number[]> {
+  const codes: number[] = []
+  for (let i = 0; i < count; i++) codes.push((await app.inject(from(remoteAddress))).statusCode)
+  return codes
+}
+
+t.test('the flooding client is at the top, its would-be refusals counted exactly', async (t) => {
+  const { app } = await buildApp({ edge: { capacity: 5, refillPerSecond: 1 }, shadow: true })
+  app.get('/', async () => 'ok')
+  t.same(new Set(await send(app, 105, '203.0.113.7')), new Set([200]), 'shadow mode refuses none')
+  await send(app, 7, '198.51.100.1')
+  await send(app, 8, '198.51.100.2')
+  const report = app.tollgate.shadowReport()
+  t.same(report, {
+    shadow: true,
+    minutes: 1,
+    wouldRefuse: 100 + 2 + 3,
+    untracked: 0,
+    clients: [
+      { client: '{ip:203.0.113.7}', layer: 'edge', wouldRefuse: 100, limits: { edge: 100 } },
+      { client: '{ip:198.51.100.2}', layer: 'edge', wouldRefuse: 3, limits: { edge: 3 } },
+      { client: '{ip:198.51.100.1}', layer: 'edge', wouldRefuse: 2, limits: { edge: 2 } }
+    ],
+    tiers: [{ layer: 'edge', wouldRefuse: 105, limits: { edge: 105 } }]
+  })
+  t.same(app.tollgate.shadowReport({ top: 1 }).clients.map((c) => c.client), ['{ip:203.0.113.7}'], 'top')
+  await app.close()
+})
+
+t.test('tiers, users and which limit lacked the tokens', async (t) => {
+  const { app, clock } = await buildApp({
+    app: {
+      tiers: {
+        default: [{ name: 'second', ...per(3, 'second') }, { name: 'hour', ...per(5, 'hour') }],
+        vip: { capacity: 2, refillPerSecond: 1 }
+      }
+    },
+    shadow: true
+  })
+  app.get('/', async () => 'ok')
+  await app.ready()
+  const alice = { authorization: `Bearer ${app.jwt.sign({ sub: 'alice' })}` }
+  const victor = { authorization: `Bearer ${app.jwt.sign({ sub: 'victor', tier: 'vip' })}` }
+  // alice: 4 at once (the 4th lacks `second`), then 3 more a second later (the hour's 5 are gone by the 7th, which lacks `hour`).
+  for (let i = 0; i < 4; i++) await app.inject({ url: '/', headers: alice })
+  clock.advance(1000)
+  for (let i = 0; i < 3; i++) await app.inject({ url: '/', headers: alice })
+  for (let i = 0; i < 3; i++) await app.inject({ url: '/', headers: victor })
+  const report = app.tollgate.shadowReport()
+  t.equal(report.wouldRefuse, 3)
+  t.same(report.clients, [
+    { client: '{user:alice}', layer: 'app', tier: 'default', wouldRefuse: 2, limits: { second: 1, hour: 1 } },
+    { client: '{user:victor}', layer: 'app', tier: 'vip', wouldRefuse: 1, limits: { app: 1 } }
+  ])
+  t.same(report.tiers, [
+    { layer: 'app', tier: 'default', wouldRefuse: 2, limits: { second: 1, hour: 1 } },
+    { layer: 'app', tier: 'vip', wouldRefuse: 1, limits: { app: 1 } }
+  ])
+  await app.close()
+})
+
+t.test('the last minutes only', async (t) => {
+  const { app, clock } = await buildApp({ edge: { capacity: 1, refillPerSecond: 0 }, shadow: true, shadowReport: { minutes: 3 } })
+  app.get('/', async () => 'ok')
+  await send(app, 3, '203.0.113.7') // minute 0: 2
+  clock.advance(60_000)
+  await send(app, 2, '203.0.113.7') // minute 1: 2
+  clock.advance(60_000)
+  t.match(app.tollgate.shadowReport(), { minutes: 3, wouldRefuse: 4, clients: [{ wouldRefuse: 4 }] }, 'minutes 0 to 2')
+  clock.advance(60_000)
+  t.match(app.tollgate.shadowReport(), { minutes: 3, wouldRefuse: 2, clients: [{ wouldRefuse: 2 }] }, 'minute 0 is past')
+  await send(app, 1, '203.0.113.7') // minute 3: 1
+  t.match(app.tollgate.shadowReport(), { minutes: 3, wouldRefuse: 3 })
+  clock.advance(10 * 60_000)
+  t.same(app.tollgate.shadowReport(), { shadow: true, minutes: 3, wouldRefuse: 0, untracked: 0, clients: [], tiers: [] }, 'all past')
+  await app.close()
+})
+
+t.test('a clock that goes back counts into the newest minute', async (t) => {
+  const { app, clock } = await buildApp({ edge: { capacity: 1, refillPerSecond: 0 }, shadow: true })
+  app.get('/', async () => 'ok')
+  clock.set(5 * 60_000)
+  await send(app, 2, '203.0.113.7')
+  clock.set(4 * 60_000)
+  await send(app, 1, '203.0.113.7')
+  clock.set(5 * 60_000)
+  t.match(app.tollgate.shadowReport(), { minutes: 6, wouldRefuse: 2 })
+  await app.close()
+})
+
+t.test('bounded under rotating clients: the flooder stays exact, the rest is untracked', async (t) => {
+  const { app } = await buildApp({ edge: { capacity: 5, refillPerSecond: 0 }, shadow: true, shadowReport: { keys: 10 } })
+  app.get('/', async () => 'ok')
+  await send(app, 5, '203.0.113.7')
+  for (let i = 0; i < 200; i++) {
+    await send(app, 6, `10.0.${Math.floor(i / 250)}.${i % 250}`) // each: 1 would-be refusal
+    await send(app, 1, '203.0.113.7')
+  }
+  const report = app.tollgate.shadowReport({ top: 100 })
+  t.equal(report.wouldRefuse, 400)
+  t.match(report.clients[0], { client: '{ip:203.0.113.7}', wouldRefuse: 200 })
+  t.ok(report.clients.length <= 10, `${report.clients.length} clients kept`)
+  t.equal(report.untracked + report.clients.reduce((sum, c) => sum + c.wouldRefuse, 0), 400, 'every refusal counted once: listed or untracked')
+  t.ok(report.untracked >= 190, `untracked ${report.untracked}`)
+  await app.close()
+})
+
+t.test('outside shadow mode: nothing counted, said so', async (t) => {
+  const { app } = await buildApp({ edge: { capacity: 1, refillPerSecond: 0 } })
+  app.get('/', async () => 'ok')
+  t.same(await send(app, 2, '203.0.113.7'), [200, 429])
+  t.same(app.tollgate.shadowReport(), { shadow: false, minutes: 0, wouldRefuse: 0, untracked: 0, clients: [], tiers: [] })
+  await app.close()
+})
+
+t.test('invalid options fail with a coded error naming them', async (t) => {
+  const edge = { capacity: 1, refillPerSecond: 1 }
+  await t.rejects(readyWith({ edge, shadow: true, shadowReport: { minutes: 0 } }), { code: 'TOLLGATE_INVALID_OPTION', message: /`shadowReport\.minutes`.*got `0`/ })
+  await t.rejects(readyWith({ edge, shadow: true, shadowReport: { minutes: 61 } }), { code: 'TOLLGATE_INVALID_OPTION', message: /`shadowReport\.minutes`/ })
+  await t.rejects(readyWith({ edge, shadowReport: { keys: 5 } }), { code: 'TOLLGATE_INVALID_OPTION', message: /`shadowReport\.keys`.*got `5`/ })
+  await t.rejects(readyWith({ edge, shadowReport: { top: 5 } }), { code: 'TOLLGATE_INVALID_OPTION', message: /shadowReport.*top/ })
+  await t.rejects(readyWith({ edge, shadowReport: 'yes' }), { code: 'TOLLGATE_INVALID_OPTION', message: /`shadowReport`/ })
+  const { app } = await buildApp({ edge, shadow: true })
+  t.throws(() => app.tollgate.shadowReport({ top: 0 }), { code: 'TOLLGATE_INVALID_OPTION', message: /`top`.*got `0`/ })
+  t.throws(() => app.tollgate.shadowReport({ top: 2.5 }), { code: 'TOLLGATE_INVALID_OPTION', message: /`top`/ })
+  t.throws(() => app.tollgate.shadowReport({ minutes: 5 } as never), { code: 'TOLLGATE_INVALID_OPTION', message: /minutes/ })
+  await app.close()
+})
