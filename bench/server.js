@@ -20,7 +20,8 @@ const redis = () => new Redis({ port: Number(redisPort), host: '127.0.0.1', enab
 async function build () {
   const app = Fastify({ logger: false })
   const [name, layerSet, storeName] = scenario.split(':')
-  // `both-settle`, `flood-share`…: the layers, then the edge mode (`edge.mode`) after the dash.
+  // `both-settle`, `flood-share`…: the layers, then the edge mode (`edge.mode`) after the dash;
+  // `both-metrics`: both layers, with fastify-tollgate/metrics subscribed (its cost per request).
   const [layers, modeName] = (layerSet ?? '').split('-')
   const edgeMode = { undefined: 'exact', settle: 'settle', share: 'replica-share' }[modeName]
   const useRedis = storeName === 'redis'
@@ -46,6 +47,10 @@ async function build () {
       options.app = { tiers: { default: { capacity: quota, refillPerSecond: refill } }, identify: (request) => ({ id: request.headers['x-user'] ?? 'anonymous' }) }
     }
     if (layers === 'keys') options.edge.key = (request) => request.headers['x-api-key']
+    if (modeName === 'metrics') {
+      const [{ tollgateMetrics }, { Registry }] = await Promise.all([import('fastify-tollgate/metrics'), import('prom-client')])
+      tollgateMetrics({ registry: new Registry() })
+    }
     await app.register(tollgate, options)
   } else if (name === 'frl') {
     const { default: rateLimit } = await import('@fastify/rate-limit')

@@ -144,11 +144,17 @@ function storeFailed (settings: Settings, request: FastifyRequest, reply: Fastif
     publishUnavailable(request, step.layer as 'edge' | 'app', step.tier, (step.buckets[0] as BucketRequest).cost, performance.now() - startedMs, settings.shadow)
   }
   const byPolicy = error instanceof StoreUnavailableError
+  // Shadow mode never refuses, not even when the store cannot decide.
+  const outcome = settings.shadow ? 'passed (shadow mode)' : 'refused'
   if (byPolicy) {
     // The store refused by its failure policy and logs outages itself, without a line per request.
-    request.log.debug('fastify-tollgate: store unavailable; request refused')
+    request.log.debug(`fastify-tollgate: store unavailable; request ${outcome}`)
   } else {
-    request.log.error({ err: error }, 'fastify-tollgate: the store failed; request refused')
+    request.log.error({ err: error }, `fastify-tollgate: the store failed; request ${outcome}`)
+  }
+  if (settings.shadow) {
+    done()
+    return
   }
   reply.header('retry-after', 1)
   done(byPolicy ? error : new StoreUnavailableError())

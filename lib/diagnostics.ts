@@ -25,7 +25,7 @@ export const STORE_CHANNEL = 'fastify-tollgate:store'
  * - `'near-limit'`: passed, and a bucket holds `NEAR_LIMIT_LEFT` of its capacity or less;
  * - `'refused'`: refused (429, or 403 during a penalty of that status);
  * - `'would-refuse'`: refused in shadow mode, so passed;
- * - `'unavailable'`: the store could not decide and refused (503: `failMode: 'closed'`, or a store that threw).
+ * - `'unavailable'`: the store could not decide (`failMode: 'closed'`, or a store that threw): a 503, or in shadow mode a pass.
  */
 export type DecisionOutcome = 'allowed' | 'near-limit' | 'refused' | 'would-refuse' | 'unavailable'
 

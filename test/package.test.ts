@@ -58,7 +58,7 @@ await writeFile(join(consumer, 'package.json'), JSON.stringify({ name: 'consumer
 await cp(FIXTURES, consumer, { recursive: true })
 // The versions this repository tests with, so the cache `npm ci` filled serves them.
 await must('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', `./${packed.filename}`,
-  peer('fastify'), peer('@fastify/jwt'), peer('@types/node')], consumer)
+  peer('fastify'), peer('@fastify/jwt'), peer('@types/node'), peer('prom-client')], consumer)
 
 t.test('the tarball holds what a user needs, and nothing from the repository\'s tooling', async (t) => {
   const sources = (await readdir(join(ROOT, 'lib'), { recursive: true }))
@@ -97,15 +97,16 @@ t.test('the npm page: an install line, the repository, and links that work outsi
 t.test('ESM: the default export and the named stores, registered and limiting', async (t) => {
   const ran = await run(process.execPath, ['esm.mjs'], consumer)
   t.equal(ran.code, 0, 'exits 0', { stderr: ran.stderr })
-  t.same(JSON.parse(ran.stdout), { statuses: [200, 200, 429], redisStore: 'function' }, 'a bucket of 2: the third request gets 429')
+  t.same(JSON.parse(ran.stdout), { statuses: [200, 200, 429], redisStore: 'function', counted: { allowed: 1, 'near-limit': 1, refused: 1 } },
+    'a bucket of 2: the third request gets 429; fastify-tollgate/metrics counted the three')
   t.equal(ran.stderr, '', 'nothing on stderr')
 })
 
 t.test('CommonJS: require() passed straight to register, and a named store from require()', async (t) => {
   const ran = await run(process.execPath, ['cjs.cjs'], consumer)
   t.equal(ran.code, 0, 'exits 0', { stderr: ran.stderr })
-  t.same(JSON.parse(ran.stdout), { statuses: [200, 200, 429], decorated: true },
-    'limiting, and the decorator on the root instance (fastify-plugin honoured through the module namespace)')
+  t.same(JSON.parse(ran.stdout), { statuses: [200, 200, 429], decorated: true, metrics: 'function' },
+    'limiting, the decorator on the root instance (fastify-plugin honoured through the module namespace), and the metrics entry point')
   t.equal(ran.stderr, '', 'no warning (require of an ES module) on stderr')
 })
 

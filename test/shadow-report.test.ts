@@ -133,3 +133,15 @@ t.test('invalid options fail with a coded error naming them', async (t) => {
   t.throws(() => app.tollgate.shadowReport({ minutes: 5 } as never), { code: 'TOLLGATE_INVALID_OPTION', message: /minutes/ })
   await app.close()
 })
+
+t.test("a custom store without a clock: the report keeps this process's time", async (t) => {
+  const Fastify = (await import('fastify')).default
+  const tollgate = (await import('../lib/index.js')).default
+  const app = Fastify()
+  const refusing = { consume: () => ({ allowed: false, tokens: [0], retryAfterMs: 1000 }), close () {} }
+  await app.register(tollgate, { store: refusing, edge: { capacity: 5, refillPerSecond: 1 }, shadow: true })
+  app.get('/', async () => 'ok')
+  t.equal((await app.inject('/')).statusCode, 200)
+  t.match(app.tollgate.shadowReport(), { shadow: true, minutes: 1, wouldRefuse: 1, clients: [{ client: '{ip:127.0.0.1}', limits: { edge: 1 } }] })
+  await app.close()
+})

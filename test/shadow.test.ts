@@ -75,3 +75,22 @@ t.test('the debug line of a refusal: pino at info writes none; a logger without 
     await app.close()
   })
 })
+
+t.test('shadow mode never refuses, even when the store cannot decide', async (t) => {
+  const { lines, logger } = logSink()
+  const Fastify = (await import('fastify')).default
+  const tollgate = (await import('../lib/index.js')).default
+  const { StoreUnavailableError } = await import('../lib/index.js')
+  let failure: Error = new Error('disk on fire')
+  const app = Fastify({ logger })
+  await app.register(tollgate, { store: { consume: () => { throw failure }, close () {} }, edge: { capacity: 5, refillPerSecond: 1 }, shadow: true })
+  app.get('/', async () => 'ok')
+  const thrown = await app.inject('/')
+  t.equal(thrown.statusCode, 200, 'a store that throws: passed')
+  t.equal(thrown.headers['retry-after'], undefined)
+  t.ok(lines.some((line) => line.level === 50 && /store failed; request passed \(shadow mode\)/.test(line.msg)), 'and logged as an error')
+  failure = new StoreUnavailableError()
+  t.equal((await app.inject('/')).statusCode, 200, "a store refusing by failMode 'closed': passed")
+  t.ok(lines.some((line) => line.level === 20 && /store unavailable; request passed \(shadow mode\)/.test(line.msg)))
+  await app.close()
+})
