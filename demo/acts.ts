@@ -2,13 +2,17 @@
  * The demo's acts as plain functions of a timeline, so a test can run them in
  * virtual time and check their figures; `npm run demo` runs them in real time.
  * Each "replica" is its own Fastify instance with its own store (and its own
- * Redis connection), driven in process with `inject`.
+ * Redis connection), driven in process with `inject`. Act 5 counts what the
+ * plugin publishes on `node:diagnostics_channel`, as a dashboard would.
  */
+import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import { performance } from 'node:perf_hooks'
 import Fastify, { type FastifyInstance } from 'fastify'
 import jwt from '@fastify/jwt'
 import type { Redis } from 'ioredis'
-import tollgate, { memoryStore, redisStore, type RedisStore, type Store } from 'fastify-tollgate'
+import tollgate, {
+  memoryStore, redisStore, DECISION_CHANNEL, type DecisionMessage, type DecisionOutcome, type RedisStore, type Store
+} from 'fastify-tollgate'
 
 /** Time as the acts see it: milliseconds, and a way to wait. */
 export interface Timeline {
@@ -245,4 +249,94 @@ export async function layersAct (time: Timeline, onTick: (elapsedMs: number, cli
     await app.close()
   }
   return Object.values(clients)
+}
+
+// ---------------------------------------------------------------- act 5
+
+/** Every outcome a decision can have, in the order they are drawn (bottom first). */
+export const OUTCOMES: readonly DecisionOutcome[] = ['allowed', 'near-limit', 'refused', 'would-refuse', 'unavailable']
+
+export interface DecisionsAct {
+  /** Width of a bin, ms. */
+  binMs: number
+  /** Decisions per bin, by outcome, as counted on `DECISION_CHANNEL`. */
+  outcomes: Record<DecisionOutcome, number[]>
+  /** Requests sent per bin, as counted by the client. */
+  sent: number[]
+  /** Responses 429, as counted by the client: a cross-check of the channel's `'refused'`. */
+  tooMany: number
+  /** Sum of the decisions' `storeMs` (ms), for their mean. */
+  storeMs: number
+  /** The edge bucket: B, tokens. */
+  capacity: number
+  /** The edge bucket: R, tokens per second. */
+  refillPerSecond: number
+  /** The flood: `floodPerSecond` requests a second for `floodMs` ms, then `backOffPerSecond` until `durationMs` (ms). */
+  floodMs: number
+  floodPerSecond: number
+  backOffPerSecond: number
+  durationMs: number
+}
+
+/**
+ * Act 5: an edge of B = 20, R = 10/s per IP, and one client that sends 50 requests
+ * a second for 4 s, then 5 a second for 3 s (at 4.1, 4.3, … 6.9 s). Decisions are
+ * counted per 200 ms bin by outcome, by a subscriber to `DECISION_CHANNEL` (removed
+ * at the end). The channel is process-wide: every app in this process publishes on
+ * it, and here there is one. The edge alone decides: one decision per request.
+ */
+export async function decisionsAct (time: Timeline, onTick: (elapsedMs: number, act: DecisionsAct) => void = () => {}, durationMs = 7000): Promise<DecisionsAct> {
+  const capacity = 20
+  const refillPerSecond = 10
+  const app = Fastify()
+  await app.register(tollgate, { store: memoryStore({ clock: time.now }), edge: { capacity, refillPerSecond } })
+  app.get('/', async () => 'ok')
+  await app.ready()
+  const binMs = 200
+  const bins = Math.ceil(durationMs / binMs)
+  const perBin = (): number[] => new Array<number>(bins).fill(0)
+  const act: DecisionsAct = {
+    binMs,
+    outcomes: Object.fromEntries(OUTCOMES.map((outcome) => [outcome, perBin()])) as Record<DecisionOutcome, number[]>,
+    sent: perBin(),
+    tooMany: 0,
+    storeMs: 0,
+    capacity,
+    refillPerSecond,
+    floodMs: 4000,
+    floodPerSecond: 50,
+    backOffPerSecond: 5,
+    durationMs
+  }
+  const start = time.now()
+  const tickMs = 1000 / act.floodPerSecond // one request per tick in the flood
+  // The bin of now, by the clock as a dashboard's would be; half a tick of slack, so that
+  // in real time a tick fired a little early (timers round to 1 ms) or late counts in its own bin.
+  const binOfNow = (): number => Math.min(bins - 1, Math.floor((time.now() - start + tickMs / 2) / binMs))
+  const onDecision = (message: unknown): void => {
+    const decision = message as DecisionMessage
+    act.outcomes[decision.outcome][binOfNow()]!++
+    act.storeMs += decision.storeMs
+  }
+  subscribe(DECISION_CHANNEL, onDecision)
+  const backOffEvery = 1000 / act.backOffPerSecond // ms between requests after it
+  try {
+    await drive(time, durationMs, tickMs, async (at) => {
+      // After the flood, one request every 200 ms from 4.1 s: half a period in, never on
+      // the instant a token is due (at 4.0 s the bucket holds exactly 1 token in exact
+      // arithmetic, and its floating-point refills may fall short of it by 1e-14).
+      if (at >= act.floodMs && (at - act.floodMs - backOffEvery / 2) % backOffEvery !== 0) return
+      act.sent[binOfNow()]!++
+      if (await status(app, '198.51.100.50') === 429) act.tooMany++
+    }, (at) => { onTick(at, act) })
+  } finally {
+    unsubscribe(DECISION_CHANNEL, onDecision)
+    await app.close()
+  }
+  return act
+}
+
+/** Mean per second of `values` (per bin of `binMs`) over the bins from `fromMs` to `toMs`. */
+export function perSecond (values: readonly number[], binMs: number, fromMs: number, toMs: number): number {
+  return values.slice(fromMs / binMs, toMs / binMs).reduce((a, b) => a + b, 0) / ((toMs - fromMs) / 1000)
 }

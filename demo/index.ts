@@ -1,10 +1,12 @@
 /**
  * `npm run demo`: the token bucket, three replicas with and without a shared
- * store, a Redis outage, and the two layers, drawn in the terminal in about 25 s.
+ * store, a Redis outage, the two layers, and the decisions as a dashboard sees
+ * them on `node:diagnostics_channel`, drawn in the terminal in about 32 s.
  * Starts a private redis-server when one is on PATH; without one, it runs the
- * memory acts. `npm run demo -- 2 3` runs some acts. Act 2 also draws its
- * figures as an SVG, in build/demo/replicas.svg, or in the file `--svg <file>`
- * names (`npm run demo -- 2 --svg demo/replicas.svg` refreshes the README's).
+ * memory acts. `npm run demo -- 2 3` runs some acts. Acts 2 and 5 also draw
+ * their figures as SVGs, in build/demo/replicas.svg and build/demo/decisions.svg,
+ * or in the files `--svg <file>` and `--decisions-svg <file>` name
+ * (`npm run demo -- 2 --svg demo/replicas.svg` refreshes the README's).
  */
 import { writeFileSync } from 'node:fs'
 import { resolve } from 'node:path'
@@ -12,10 +14,12 @@ import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
 import { RedisServer, freePort, redisAvailable } from '../test/redis-server.js'
 import {
-  bucketAct, layersAct, memoryStores, realTime, redisStores, replicaRun, steadyRate, total,
-  OFFERED_PER_SECOND, REPLICA_QUOTA, type ReplicaRun
+  bucketAct, decisionsAct, layersAct, memoryStores, perSecond, realTime, redisStores, replicaRun, steadyRate, total,
+  OFFERED_PER_SECOND, OUTCOMES, REPLICA_QUOTA, type DecisionsAct, type ReplicaRun
 } from './acts.js'
-import { columns, paint, progressBar, replicaSvg, sparkline, type ReplicaSeries } from './chart.js'
+import {
+  columns, decisionsSvg, paint, progressBar, replicaSvg, secondsAxis, sparkline, stackedColumns, type ReplicaSeries
+} from './chart.js'
 
 const tty = process.stdout.isTTY
 const p = paint(tty)
@@ -43,37 +47,44 @@ const clock = (elapsedMs: number, durationMs: number): string =>
 
 function title (number: number, text: string, about: string): void {
   print()
-  print(p.bold(`Act ${number}/4 · ${text}`))
+  print(p.bold(`Act ${number}/5 · ${text}`))
   for (const line of about.split('\n')) print(p.dim(line))
   print()
 }
 
-const USAGE = `Usage: npm run demo -- [act …] [--svg <file>]
-  acts: 1 the token bucket, 2 three replicas, 3 Redis goes away, 4 the two layers (default: all)
+const USAGE = `Usage: npm run demo -- [act …] [--svg <file>] [--decisions-svg <file>]
+  acts: 1 the token bucket, 2 three replicas, 3 Redis goes away, 4 the two layers, 5 watching it (default: all)
   --svg <file>: where act 2 writes its SVG (default: build/demo/replicas.svg)
+  --decisions-svg <file>: where act 5 writes its SVG (default: build/demo/decisions.svg)
 `
 const args = process.argv.slice(2)
 if (args.includes('--help') || args.includes('-h')) {
   process.stdout.write(USAGE)
   process.exit(0)
 }
-const svgFlag = args.indexOf('--svg')
-const svgArg = svgFlag === -1 ? undefined : args[svgFlag + 1]
-if (svgFlag !== -1 && svgArg === undefined) {
-  process.stderr.write(USAGE)
-  process.exit(1)
+/**
+ * Takes `flag <file>` out of `args`: the file, resolved where npm was called; without
+ * the flag, `fallback` beside this script, under build/ (never a tracked file unless asked).
+ */
+function fileFlag (flag: string, fallback: string): string {
+  const at = args.indexOf(flag)
+  if (at === -1) return fileURLToPath(new URL(fallback, import.meta.url))
+  const file = args[at + 1]
+  if (file === undefined || file.startsWith('--')) {
+    process.stderr.write(USAGE)
+    process.exit(1)
+  }
+  args.splice(at, 2)
+  return resolve(process.env.INIT_CWD ?? process.cwd(), file) // npm runs scripts in the package folder; INIT_CWD is where it was called
 }
-/** Where act 2 writes its SVG: not the tracked demo/replicas.svg unless asked. */
-const svgFile = svgArg === undefined
-  ? fileURLToPath(new URL('replicas.svg', import.meta.url))
-  : resolve(process.env.INIT_CWD ?? process.cwd(), svgArg) // npm runs scripts in the package folder; INIT_CWD is where it was called
-const actArgs = svgFlag === -1 ? args : [...args.slice(0, svgFlag), ...args.slice(svgFlag + 2)]
-const unknown = actArgs.filter((arg) => !['1', '2', '3', '4'].includes(arg))
+const svgFile = fileFlag('--svg', 'replicas.svg')
+const decisionsSvgFile = fileFlag('--decisions-svg', 'decisions.svg')
+const unknown = args.filter((arg) => !['1', '2', '3', '4', '5'].includes(arg))
 if (unknown.length > 0) {
   process.stderr.write(`Unknown act ${unknown.map((arg) => `"${arg}"`).join(', ')}.\n${USAGE}`)
   process.exit(1)
 }
-const acts = new Set(actArgs.map(Number))
+const acts = new Set(args.map(Number))
 const wants = (act: number): boolean => acts.size === 0 || acts.has(act)
 const started = performance.now()
 const summary: string[] = []
@@ -84,11 +95,9 @@ if (wants(1)) {
   const live = new Live()
   const durationMs = 4000
   const render = (elapsedMs: number, act: Awaited<ReturnType<typeof bucketAct>>): string[] => {
-    // A label under each whole second; columns are two characters wide.
-    const axis = act.admitted.map((_, i) => (i * act.binMs) % 1000 === 0 ? `${(i * act.binMs) / 1000}s`.padEnd(2 * (1000 / act.binMs)) : '').join('')
     return [
       ...columns(act.admitted, act.refused, 10, p),
-      `      ${p.dim(axis)}`,
+      `      ${p.dim(secondsAxis(act.admitted.length, act.binMs))}`,
       `      ${p.green('█')} admitted   ${p.red('░')} refused (429)   per ${act.binMs} ms      ${clock(elapsedMs, durationMs)}`
     ]
   }
@@ -191,6 +200,42 @@ if (wants(4)) {
   const clients = await layersAct(realTime, (elapsedMs, state) => { live.draw(table(state, elapsedMs)) }, durationMs)
   live.finish(table(clients, durationMs).slice(0, -1))
   summary.push(`Act 4: ${clients.map((c) => `${c.label.split(',')[0]}: ${c.admitted}/${c.sent}`).join('; ')}.`)
+}
+
+// ------------------------------------------------------------ act 5
+if (wants(5)) {
+  title(5, 'watching it', 'The plugin publishes each decision on node:diagnostics_channel (DECISION_CHANNEL). A subscriber counts them by outcome,\nas a dashboard would. One client floods an edge of B = 20, R = 10/s per IP at 50 requests a second for 4 s, then backs off\nto 5 a second. near-limit: passed with 20% of the bucket or less left.')
+  const live = new Live()
+  const durationMs = 7000
+  const render = (elapsedMs: number, act: DecisionsAct): string[] => {
+    const bins = act.sent.length
+    const floodBins = act.floodMs / act.binMs
+    return [
+      ...stackedColumns([
+        { values: act.outcomes.allowed, cell: p.green('██') },
+        { values: act.outcomes['near-limit'], cell: p.yellow('▓▓') },
+        { values: act.outcomes.refused, cell: p.red('░░') }
+      ], 10),
+      `      ${p.dim(secondsAxis(bins, act.binMs))}`,
+      `      ${p.dim(`├ flood, ${act.floodPerSecond}/s`.padEnd(floodBins * 2))}${p.dim(`├ back-off, ${act.backOffPerSecond}/s`)}`,
+      `      ${p.green('█')} allowed   ${p.yellow('▓')} near-limit   ${p.red('░')} refused   decisions per ${act.binMs} ms, counted on the channel      ${clock(elapsedMs, durationMs)}`
+    ]
+  }
+  // Redrawn every 100 ms: the act ticks every 20 ms.
+  const act = await decisionsAct(realTime, (elapsedMs, state) => { if (elapsedMs % 100 === 0) live.draw(render(elapsedMs, state)) }, durationMs)
+  live.finish(render(durationMs, act))
+  const totals = OUTCOMES.map((outcome) => [outcome, act.outcomes[outcome].reduce((a, b) => a + b, 0)] as const)
+  const decisions = totals.reduce((sum, [, count]) => sum + count, 0)
+  const sent = act.sent.reduce((a, b) => a + b, 0)
+  const refused = act.outcomes.refused
+  print(`  ${totals.map(([outcome, count]) => `${count} ${outcome}`).join(' + ')} = ${decisions} decisions, for ${sent} requests sent (${act.tooMany} answered 429).`)
+  print(p.dim(`  Mean storeMs (the store's time to answer): ${(act.storeMs / Math.max(1, decisions)).toFixed(3)} ms.`))
+  writeFileSync(decisionsSvgFile, decisionsSvg(act))
+  print(p.dim(`  Wrote ${decisionsSvgFile}`))
+  const refusedAfter = refused.slice(act.floodMs / act.binMs).reduce((a, b) => a + b, 0)
+  const line = `Act 5: ${decisions} decisions on the channel for ${sent} requests; ${perSecond(refused, act.binMs, 1000, act.floodMs)} refused/s in the flood after its first second (${act.floodPerSecond} offered − R ${act.refillPerSecond}), ${refusedAfter} after the back-off.`
+  print(line)
+  summary.push(line)
 }
 
 print()
