@@ -36,8 +36,13 @@ function isPromise<T> (value: T | Promise<T>): value is Promise<T> {
   return typeof (value as { then?: unknown }).then === 'function'
 }
 
-/** `startedMs` of a step no one watches: its decision is not published. */
+/** The time of a step no one watched (its decision is not published), in place of the store's time. */
 const UNWATCHED = -1
+
+/** The store's time to answer a step asked at `startedMs`, taken as it answers; UNWATCHED for an unwatched step. */
+function elapsed (startedMs: number): number {
+  return startedMs === UNWATCHED ? UNWATCHED : performance.now() - startedMs
+}
 
 /** Runs `step` against the store and calls `done` once, with a refusal or with nothing. */
 export function runStep (settings: Settings, request: FastifyRequest, reply: FastifyReply, step: Step, done: Done): void {
@@ -46,16 +51,16 @@ export function runStep (settings: Settings, request: FastifyRequest, reply: Fas
   try {
     result = settings.store.consume(step.buckets)
   } catch (error) {
-    storeFailed(settings, request, reply, step, startedMs, error, done)
+    storeFailed(settings, request, reply, step, elapsed(startedMs), error, done)
     return
   }
   if (isPromise(result)) {
     result.then(
-      (decision) => { finish(settings, request, reply, step, decision, startedMs, done) },
-      (error: unknown) => { storeFailed(settings, request, reply, step, startedMs, error, done) }
+      (decision) => { finish(settings, request, reply, step, decision, elapsed(startedMs), done) },
+      (error: unknown) => { storeFailed(settings, request, reply, step, elapsed(startedMs), error, done) }
     )
   } else {
-    finish(settings, request, reply, step, result, startedMs, done)
+    finish(settings, request, reply, step, result, elapsed(startedMs), done)
   }
 }
 
@@ -94,7 +99,7 @@ function layoutUnder (layout: HeaderLayout, applied: readonly BucketPolicy[]): H
 }
 
 /** The store's answer → headers, then `done()`, or the refusal's report, log, `onLimit`, and `done(refusal)`; published when watched. */
-function finish (settings: Settings, request: FastifyRequest, reply: FastifyReply, step: Step, decision: StoreDecision, startedMs: number, done: Done): void {
+function finish (settings: Settings, request: FastifyRequest, reply: FastifyReply, step: Step, decision: StoreDecision, storeMs: number, done: Done): void {
   // Honest headers when degraded: a local share shows its own policies; an uncounted pass shows none.
   if (settings.headers !== false && decision.degraded !== 'open') {
     const applied = decision.policies
@@ -102,7 +107,7 @@ function finish (settings: Settings, request: FastifyRequest, reply: FastifyRepl
     writeHeaders(reply, settings.headers, layout, decision.tokens)
   }
   if (decision.allowed) {
-    if (startedMs !== UNWATCHED) publishDecision(request, report(step, decision), settings.shadow, decision.degraded, performance.now() - startedMs)
+    if (storeMs !== UNWATCHED) publishDecision(request, report(step, decision), settings.shadow, decision.degraded, storeMs)
     done()
     return
   }
@@ -115,7 +120,9 @@ function finish (settings: Settings, request: FastifyRequest, reply: FastifyRepl
     // The refusal that starts a penalty already waits for its end.
     if (penalty === 'started') limit.retryAfterMs = Math.max(limit.retryAfterMs, seconds * 1000)
   }
-  if (startedMs !== UNWATCHED) publishDecision(request, limit, settings.shadow, decision.degraded, performance.now() - startedMs)
+  // Before onLimit, which may change `limit`.
+  settings.shadowCounter?.record(limit, step.buckets)
+  if (storeMs !== UNWATCHED) publishDecision(request, limit, settings.shadow, decision.degraded, storeMs)
   if (settings.onLimit !== undefined) {
     try {
       const returned: unknown = settings.onLimit(request, limit)
@@ -126,7 +133,6 @@ function finish (settings: Settings, request: FastifyRequest, reply: FastifyRepl
     }
   }
   if (settings.shadow) {
-    settings.shadowCounter?.record(limit, step.buckets.map((bucket) => bucket.cost))
     request.log.info({ rateLimit: limit }, 'fastify-tollgate: would refuse (shadow mode)')
     done()
     return
@@ -139,10 +145,8 @@ function finish (settings: Settings, request: FastifyRequest, reply: FastifyRepl
   done(refusal)
 }
 
-function storeFailed (settings: Settings, request: FastifyRequest, reply: FastifyReply, step: Step, startedMs: number, error: unknown, done: Done): void {
-  if (startedMs !== UNWATCHED) {
-    publishUnavailable(request, step.layer as 'edge' | 'app', step.tier, (step.buckets[0] as BucketRequest).cost, performance.now() - startedMs, settings.shadow)
-  }
+function storeFailed (settings: Settings, request: FastifyRequest, reply: FastifyReply, step: Step, storeMs: number, error: unknown, done: Done): void {
+  if (storeMs !== UNWATCHED) publishUnavailable(request, step.layer as 'edge' | 'app', step.tier, (step.buckets[0] as BucketRequest).cost, storeMs, settings.shadow)
   const byPolicy = error instanceof StoreUnavailableError
   // Shadow mode never refuses, not even when the store cannot decide.
   const outcome = settings.shadow ? 'passed (shadow mode)' : 'refused'

@@ -12,7 +12,7 @@
  */
 import { channel } from 'node:diagnostics_channel'
 import type { FastifyRequest } from 'fastify'
-import type { LimitDecision } from './options.js'
+import type { BucketReport, LimitDecision } from './options.js'
 
 /** Channel name of the layers' decisions: one `DecisionMessage` per layer that decided a request. */
 export const DECISION_CHANNEL = 'fastify-tollgate:decision'
@@ -33,26 +33,36 @@ export type DecisionOutcome = 'allowed' | 'near-limit' | 'refused' | 'would-refu
 export const NEAR_LIMIT_LEFT = 0.2
 
 /** A layer's decision for one request, as `onLimit` gets it, with what a dashboard needs besides. */
-export interface DecisionMessage extends Omit<LimitDecision, 'layer'> {
+export interface DecisionMessage {
   layer: 'edge' | 'app'
   /** The limiter's answer, as `onLimit` gets it: `false` for `'would-refuse'` too, which shadow mode lets pass. */
   allowed: boolean
   outcome: DecisionOutcome
+  /** The tier applied (app layer); `undefined` at the edge. */
+  tier: string | undefined
+  /** Tokens taken from the main bucket (asked for, when refused). */
+  cost: number
+  /** When refused: ms until the same request would pass (`Infinity`: never). 0 when allowed. */
+  retryAfterMs: number
+  /** The buckets decided, as `onLimit` gets them; none for `'unavailable'`. */
+  buckets: BucketReport[]
+  /** On a refusal that starts a penalty or comes during one, as `onLimit` gets it; else `undefined`. */
+  penalty: LimitDecision['penalty']
   /** The request decided. */
   request: FastifyRequest
   /**
-   * The route by its method and pattern (`'GET /users/:id'`, never the raw URL);
-   * `undefined` for a request no route matched (a 404).
+   * The route by its method and pattern (`'GET /users/:id'`, never the raw URL; a
+   * HEAD request as GET); `undefined` for a request no route matched (a 404).
    */
   route: string | undefined
   /** Whether the plugin runs in shadow mode (a refusal is then `'would-refuse'` and passes). */
   shadow: boolean
   /**
    * How the store decided when it could not use its shared state: `'local'` (this
-   * replica's share) or `'open'` (uncounted); absent when it could. `'unavailable'`
-   * decisions have none.
+   * replica's share) or `'open'` (uncounted); `undefined` when it could, and for
+   * `'unavailable'` decisions.
    */
-  degraded?: 'open' | 'local'
+  degraded: 'open' | 'local' | undefined
   /** Milliseconds from asking the store to its answer (for a store that answers at once, as the memory store does, the call's own time). */
   storeMs: number
 }
@@ -61,15 +71,20 @@ export interface DecisionMessage extends Omit<LimitDecision, 'layer'> {
 export interface StoreMessage {
   /** `'redis'`: a `redisStore()`; `'settle'`: the edge of `edge.mode: 'settle'` in front of it. */
   store: 'redis' | 'settle'
-  /** The store's key prefix, which tells two Redis stores apart. */
+  /** The store's key prefix (the Redis store's `prefix`). */
   prefix: string
+  /** The store object: tells apart two stores of one prefix (on two Redis servers, say). */
+  instance: object
   /**
    * - `'degraded'`: the shared state cannot be used (Redis's circuit breaker opened;
    *   a settlement failed): decisions follow `failMode` (the settle edge: this replica's share);
    * - `'restored'`: the shared state answers again;
-   * - `'replicas'`: a heartbeat counted the live replicas (every `heartbeatIntervalMs`, changed or not).
+   * - `'replicas'`: a heartbeat counted the live replicas (every `heartbeatIntervalMs`, changed or not);
+   * - `'closed'`: the store closed (with its app): it decides no more.
    */
-  event: 'degraded' | 'restored' | 'replicas'
+  event: 'degraded' | 'restored' | 'replicas' | 'closed'
+  /** Whether the store is degraded now (after this event). */
+  degraded: boolean
   /** The live replicas as last counted. */
   liveReplicas: number
 }
@@ -85,10 +100,10 @@ function nearLimit (limit: LimitDecision): boolean {
   return false
 }
 
-/** The request's route as `DecisionMessage.route` names it. */
+/** The request's route as `DecisionMessage.route` names it; HEAD as GET, the route that answers it unless one of its own is declared. */
 function routeOf (request: FastifyRequest): string | undefined {
   if (request.is404) return undefined
-  return `${request.method} ${request.routeOptions.url as string}`
+  return `${request.method === 'HEAD' ? 'GET' : request.method} ${request.routeOptions.url as string}`
 }
 
 /**
@@ -97,23 +112,48 @@ function routeOf (request: FastifyRequest): string | undefined {
  */
 export function publishDecision (request: FastifyRequest, limit: LimitDecision, shadow: boolean, degraded: 'open' | 'local' | undefined, storeMs: number): void {
   const outcome: DecisionOutcome = !limit.allowed ? (shadow ? 'would-refuse' : 'refused') : nearLimit(limit) ? 'near-limit' : 'allowed'
-  const message = { ...limit, layer: limit.layer as DecisionMessage['layer'], outcome, request, route: routeOf(request), shadow, storeMs } as DecisionMessage
-  if (degraded !== undefined) message.degraded = degraded
+  // Every field written, in one order: an object spread here cost about 2 µs per message.
+  const message: DecisionMessage = {
+    layer: limit.layer as DecisionMessage['layer'],
+    allowed: limit.allowed,
+    outcome,
+    tier: limit.tier,
+    cost: limit.cost,
+    retryAfterMs: limit.retryAfterMs,
+    buckets: limit.buckets,
+    penalty: limit.penalty,
+    request,
+    route: routeOf(request),
+    shadow,
+    degraded,
+    storeMs
+  }
   decisionChannel.publish(message)
 }
 
 /** Publishes a store that could not decide (the request got a 503). */
 export function publishUnavailable (request: FastifyRequest, layer: DecisionMessage['layer'], tier: string | undefined, cost: number, storeMs: number, shadow: boolean): void {
   const message: DecisionMessage = {
-    layer, outcome: 'unavailable', allowed: false, request, route: routeOf(request), shadow, cost, retryAfterMs: 1000, buckets: [], storeMs
+    layer,
+    allowed: false,
+    outcome: 'unavailable',
+    tier,
+    cost,
+    retryAfterMs: 1000,
+    buckets: [],
+    penalty: undefined,
+    request,
+    route: routeOf(request),
+    shadow,
+    degraded: undefined,
+    storeMs
   }
-  if (tier !== undefined) message.tier = tier
   decisionChannel.publish(message)
 }
 
-/** Publishes a store health change. Cheap enough to call without checking for subscribers. */
-export function publishStore (store: StoreMessage['store'], prefix: string, event: StoreMessage['event'], liveReplicas: number): void {
+/** Publishes a store health change, when someone subscribes. */
+export function publishStore (instance: object, store: StoreMessage['store'], prefix: string, event: StoreMessage['event'], degraded: boolean, liveReplicas: number): void {
   if (!storeChannel.hasSubscribers) return
-  const message: StoreMessage = { store, prefix, event, liveReplicas }
+  const message: StoreMessage = { store, prefix, instance, event, degraded, liveReplicas }
   storeChannel.publish(message)
 }

@@ -15,13 +15,13 @@
  * their pattern (at most `maxRoutes`, then `other`), stores by their prefix.
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
-import { Counter, Gauge, Histogram, register, type Registry } from 'prom-client'
+import { Counter, Gauge, Histogram, register, type OpenMetricsContentType, type PrometheusContentType, type Registry } from 'prom-client'
 import { DECISION_CHANNEL, STORE_CHANNEL, type DecisionMessage, type StoreMessage } from './diagnostics.js'
 import { checkFunction, checkInteger, checkKnownKeys, checkObject, expected, failOption } from './validate.js'
 
 export interface TollgateMetricsOptions {
-  /** Where the metrics are registered. Default: prom-client's global `register`. */
-  registry?: Registry | undefined
+  /** Where the metrics are registered (Prometheus or OpenMetrics). Default: prom-client's global `register`. */
+  registry?: Registry<PrometheusContentType> | Registry<OpenMetricsContentType> | undefined
   /** Prepended to every metric name. Default `'tollgate_'`. */
   prefix?: string | undefined
   /** Most distinct `route` label values; the routes past it count as `other`. Default 100. */
@@ -40,11 +40,15 @@ export const UNMATCHED_ROUTE = 'unmatched'
 /** The `route` label of the routes past `maxRoutes`. */
 export const OTHER_ROUTE = 'other'
 
+const DECISION_LABELS = ['layer', 'tier', 'route', 'outcome'] as const
+/** The metrics' names, after the prefix. */
+const METRICS = ['decisions_total', 'penalties_started_total', 'store_duration_seconds', 'store_degraded', 'live_replicas']
+type DecisionLabel = typeof DECISION_LABELS[number]
 const DEFAULT_LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5]
 const OPTION_KEYS = ['registry', 'prefix', 'maxRoutes', 'latencyBuckets']
 
 function checkBuckets (value: unknown): number[] {
-  const path = 'latencyBuckets'
+  const path = 'tollgateMetrics.latencyBuckets'
   if (!Array.isArray(value) || value.length === 0 || value.length > 50) expected(failOption, path, 'an array of 1 to 50 numbers', value)
   const buckets = [...value as unknown[]]
   buckets.forEach((bound, i) => {
@@ -67,19 +71,33 @@ export function tollgateMetrics (options: TollgateMetricsOptions = {}): Tollgate
   const given = checkObject(failOption, 'tollgateMetrics', options)
   checkKnownKeys(failOption, 'tollgateMetrics', given, OPTION_KEYS)
   const registry = (given.registry ?? register) as Registry
-  if (typeof registry !== 'object' || registry === null) expected(failOption, 'registry', 'a prom-client Registry', registry)
-  checkFunction(failOption, 'registry.registerMetric', (registry as { registerMetric?: unknown }).registerMetric)
+  if (typeof registry !== 'object' || registry === null) expected(failOption, 'tollgateMetrics.registry', 'a prom-client Registry', registry)
+  checkFunction(failOption, 'tollgateMetrics.registry.registerMetric', (registry as { registerMetric?: unknown }).registerMetric)
   const prefix = given.prefix ?? 'tollgate_'
-  if (typeof prefix !== 'string' || !/^[a-zA-Z_:][a-zA-Z0-9_:]*$|^$/.test(prefix)) expected(failOption, 'prefix', 'a Prometheus metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*)', prefix)
-  const maxRoutes = checkInteger(failOption, 'maxRoutes', given.maxRoutes ?? 100, 1, 10_000)
+  if (typeof prefix !== 'string' || !/^[a-zA-Z_:][a-zA-Z0-9_:]*$|^$/.test(prefix)) {
+    expected(failOption, 'tollgateMetrics.prefix', 'a Prometheus metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*)', prefix)
+  }
+  const names = METRICS.map((metric) => `${prefix}${metric}`)
+  const taken = names.find((name) => registry.getSingleMetric(name) !== undefined)
+  if (taken !== undefined) {
+    failOption(`Expected a registry without \`${taken}\`: tollgateMetrics() was called on it already (close() the first, or pass another \`registry\` or \`prefix\`)`)
+  }
+  const maxRoutes = checkInteger(failOption, 'tollgateMetrics.maxRoutes', given.maxRoutes ?? 100, 1, 10_000)
   const latencyBuckets = given.latencyBuckets === undefined ? DEFAULT_LATENCY_BUCKETS : checkBuckets(given.latencyBuckets)
 
   const registers = [registry]
+  // Decisions are counted here and handed to prom-client when it collects (at a
+  // scrape): its inc() with labels cost about 1 µs per decision, this a Map lookup.
+  const decisionCounts = new Map<string, { labels: Record<DecisionLabel, string>, value: number }>()
   const decisions = new Counter({
     name: `${prefix}decisions_total`,
     help: 'Rate-limit decisions, by layer, tier, route pattern and outcome (allowed, near-limit, refused, would-refuse, unavailable)',
-    labelNames: ['layer', 'tier', 'route', 'outcome'] as const,
-    registers
+    labelNames: DECISION_LABELS,
+    registers,
+    collect () {
+      this.reset()
+      for (const { labels, value } of decisionCounts.values()) this.inc(labels, value)
+    }
   })
   const penalties = new Counter({
     name: `${prefix}penalties_started_total`,
@@ -94,17 +112,33 @@ export function tollgateMetrics (options: TollgateMetricsOptions = {}): Tollgate
     buckets: latencyBuckets,
     registers
   })
+  // Each open store's last message, by its labels: a gauge is set from them when prom-client collects.
+  const stores = new Map<string, { labels: Record<'store' | 'prefix', string>, instances: Map<object, StoreMessage> }>()
+  const fromStores = (gauge: Gauge<'store' | 'prefix'>, value: (messages: StoreMessage[]) => number | undefined): void => {
+    gauge.reset()
+    for (const { labels, instances } of stores.values()) {
+      const shown = value([...instances.values()])
+      if (shown !== undefined) gauge.set(labels, shown)
+    }
+  }
   const degraded = new Gauge({
     name: `${prefix}store_degraded`,
-    help: '1 while a shared store cannot be used and decisions follow failMode (or, for the settle edge, this replica\'s share), else 0',
+    help: '1 while a shared store of these labels cannot be used and decisions follow failMode (or, for the settle edge, this replica\'s share), else 0',
     labelNames: ['store', 'prefix'] as const,
-    registers
+    registers,
+    collect () { fromStores(this, (messages) => messages.some((message) => message.degraded) ? 1 : 0) }
   })
   const replicas = new Gauge({
     name: `${prefix}live_replicas`,
     help: 'Live replicas as the Redis store\'s heartbeat last counted them',
     labelNames: ['store', 'prefix'] as const,
-    registers
+    registers,
+    collect () {
+      fromStores(this, (messages) => {
+        const counted = messages.filter((message) => message.store === 'redis').map((message) => message.liveReplicas)
+        return counted.length === 0 ? undefined : Math.max(...counted)
+      })
+    }
   })
 
   const routes = new Set<string>()
@@ -115,22 +149,31 @@ export function tollgateMetrics (options: TollgateMetricsOptions = {}): Tollgate
     routes.add(route)
     return route
   }
+  const layerLabels = { edge: { layer: 'edge' }, app: { layer: 'app' } } as const
   const onDecision = (message: unknown): void => {
-    const decision = message as DecisionMessage
-    decisions.inc({ layer: decision.layer, tier: decision.tier ?? '', route: routeLabel(decision.route), outcome: decision.outcome })
-    latency.observe({ layer: decision.layer }, decision.storeMs / 1000)
-    if (decision.penalty?.state === 'started') penalties.inc({ layer: decision.layer })
+    const { layer, tier = '', outcome, storeMs, penalty } = message as DecisionMessage
+    const route = routeLabel((message as DecisionMessage).route)
+    const key = `${layer}\n${tier}\n${route}\n${outcome}`
+    const counted = decisionCounts.get(key)
+    if (counted === undefined) decisionCounts.set(key, { labels: { layer, tier, route, outcome }, value: 1 })
+    else counted.value++
+    latency.observe(layerLabels[layer], storeMs / 1000)
+    if (penalty?.state === 'started') penalties.inc(layerLabels[layer])
   }
-  // Stores heard of: the first heartbeat of one never degraded shows it at 0.
-  const stores = new Set<string>()
   const onStore = (message: unknown): void => {
-    const { store, prefix: storePrefix, event, liveReplicas } = message as StoreMessage
-    const labels = { store, prefix: storePrefix }
-    const known = stores.has(`${store}\n${storePrefix}`)
-    stores.add(`${store}\n${storePrefix}`)
-    if (event === 'degraded') degraded.set(labels, 1)
-    else if (event === 'restored' || !known) degraded.set(labels, 0)
-    if (store === 'redis') replicas.set(labels, liveReplicas)
+    const health = message as StoreMessage
+    const key = `${health.store}\n${health.prefix}`
+    let known = stores.get(key)
+    if (health.event === 'closed') {
+      known?.instances.delete(health.instance)
+      if (known?.instances.size === 0) stores.delete(key)
+      return
+    }
+    if (known === undefined) {
+      known = { labels: { store: health.store, prefix: health.prefix }, instances: new Map() }
+      stores.set(key, known)
+    }
+    known.instances.set(health.instance, health)
   }
   subscribe(DECISION_CHANNEL, onDecision)
   subscribe(STORE_CHANNEL, onStore)

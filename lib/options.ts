@@ -12,7 +12,7 @@ import { memoize } from './key-cache.js'
 import { checkAllowList, type AllowListOption, type AllowListSettings } from './allow-list.js'
 import { checkQuota, namesOf, share, type Quota, type TierLimit } from './limits.js'
 import { IdentityQuotas } from './identity-quota.js'
-import { ShadowCounter, type ShadowReportOptions } from './shadow-report.js'
+import { MAX_SHADOW_ENTRIES, ShadowCounter, type ShadowReportOptions } from './shadow-report.js'
 import { checkPenalty, type PenaltyOptions, type PenaltySettings, type Penalties } from './penalty.js'
 import type { Store } from './store.js'
 import { WARNING_CODES, type WarningCode } from './warnings.js'
@@ -205,8 +205,8 @@ export interface TollgateOptions {
   shadow?: boolean | undefined
   /**
    * In shadow mode, how much `fastify.tollgate.shadowReport()` keeps: the last
-   * `minutes` (1 to 60, default 10), at most `keys` clients per minute (10 to
-   * 100 000, default 1 000).
+   * `minutes` (1 to 60, default 10), at most `keys` clients listed per minute (10
+   * to 10 000, default 1 000; `minutes × keys` at most 100 000).
    */
   shadowReport?: ShadowReportOptions | undefined
   /** Called on every refusal (and would-be refusal in shadow mode). Errors it throws are logged. */
@@ -482,10 +482,12 @@ function checkShadowReport (value: unknown): { minutes: number, keys: number } {
   const fail = failOption
   const given = checkObject(fail, 'shadowReport', value ?? {})
   checkKnownKeys(fail, 'shadowReport', given, ['minutes', 'keys'])
-  return {
-    minutes: checkInteger(fail, 'shadowReport.minutes', given.minutes ?? 10, 1, 60),
-    keys: checkInteger(fail, 'shadowReport.keys', given.keys ?? 1000, 10, 100_000)
+  const minutes = checkInteger(fail, 'shadowReport.minutes', given.minutes ?? 10, 1, 60)
+  const keys = checkInteger(fail, 'shadowReport.keys', given.keys ?? 1000, 10, 10_000)
+  if (minutes * keys > MAX_SHADOW_ENTRIES) {
+    fail(`Expected \`shadowReport.minutes\` × \`shadowReport.keys\` to be at most ${MAX_SHADOW_ENTRIES} (the clients kept in all), got ${minutes} × ${keys} = ${minutes * keys}`)
   }
+  return { minutes, keys }
 }
 
 function checkWarnings (value: unknown): Set<WarningCode> {

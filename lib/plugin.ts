@@ -115,7 +115,7 @@ function decorator (settings: Settings, routes: RouteQuotas): TollgateDecorator 
       const given = checkObject(failOption, 'shadowReport', options ?? {})
       checkKnownKeys(failOption, 'shadowReport', given, ['top'])
       const top = checkInteger(failOption, 'top', given.top ?? 20, 1)
-      return settings.shadowCounter?.read(top, true) ?? { shadow: false, minutes: 0, wouldRefuse: 0, untracked: 0, clients: [], tiers: [] }
+      return settings.shadowCounter?.read(top, true) ?? { shadow: false, minutes: 0, wouldRefuse: 0, clients: [], tiers: [] }
     }
   }
 }

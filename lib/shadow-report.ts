@@ -5,20 +5,28 @@
  * Kept in one slice per minute of this process's clock, the last `minutes`
  * slices only. A slice counts each would-be refusal for its client (the layer's
  * bucket key up to its hash tag: `{ip:203.0.113.7}`, `{user:42}`) and its tier,
- * and, for each, which limits lacked the tokens. A slice holds at most `keys`
- * clients: when a new one finds it full, the half with the fewest refusals is
- * dropped and their count moves to `untracked`, so memory stays bounded under
- * rotating keys while a client that keeps flooding is never dropped and is
- * counted exactly.
+ * and, for each, which limits lacked the tokens.
+ *
+ * A slice lists at most `keys` clients, by the Space-Saving algorithm: a new
+ * client that finds the list full takes the place of the one counted least and
+ * inherits its count, which it records as `error` (the most of its count that may
+ * be other clients'). So memory stays bounded under rotating keys, a count is
+ * never below the client's true count, one whose `error` is 0 is exact, and any
+ * client with more than 1/`keys` of a minute's would-be refusals is always listed.
  */
+import { tokensNeeded } from './bucket.js'
+import type { BucketRequest } from './store.js'
 import type { LimitDecision } from './options.js'
 
 export interface ShadowReportOptions {
   /** Minutes the report covers, 1 to 60. Default 10. */
   minutes?: number | undefined
-  /** Most clients kept per minute, 10 to 100 000. Default 1 000. */
+  /** Most clients listed per minute, 10 to 10 000 (and `minutes × keys` at most 100 000). Default 1 000. */
   keys?: number | undefined
 }
+
+/** Most client entries kept in all (`minutes × keys`): about 45 MB at some 450 bytes each. */
+export const MAX_SHADOW_ENTRIES = 100_000
 
 /** Would-be refusals of one client or one tier, and, by limit name, how many of them that limit refused. */
 export interface ShadowCount {
@@ -33,6 +41,12 @@ export interface ShadowCount {
 export interface ShadowClientCount extends ShadowCount {
   /** The client as its bucket keys name it: `{ip:203.0.113.7}`, `{user:42}`, `{key:<digest>}`. */
   client: string
+  /**
+   * The most of `wouldRefuse` that may be other clients' (0: exact): what it
+   * inherited when it took the place of a client dropped for room. `limits` counts
+   * only what was seen while it was listed.
+   */
+  error: number
 }
 
 export interface ShadowReport {
@@ -40,21 +54,85 @@ export interface ShadowReport {
   shadow: boolean
   /** The minutes covered: the current one and those before it, `shadowReport.minutes` or fewer since the plugin started. */
   minutes: number
-  /** Would-be refusals in those minutes. */
+  /** Would-be refusals in those minutes (exact). */
   wouldRefuse: number
-  /** Of those, the ones counted for no listed client: clients dropped for room (see `shadowReport.keys`). */
-  untracked: number
   /** The clients with the most would-be refusals, most first. */
   clients: ShadowClientCount[]
   /** Every tier (and the edge) with would-be refusals, most first. */
   tiers: ShadowCount[]
 }
 
+/** The clients of one minute, as a min-heap by count (Space-Saving). */
+class TopClients {
+  private readonly heap: ShadowClientCount[] = []
+  private readonly index = new Map<string, number>()
+
+  constructor (private readonly capacity: number) {}
+
+  /** The entry of `key`, made by `make` (in the place of the least counted when full), for the caller to count. */
+  entry (key: string, make: () => ShadowClientCount): ShadowClientCount {
+    const at = this.index.get(key)
+    if (at !== undefined) return this.heap[at] as ShadowClientCount
+    const made = make()
+    if (this.heap.length < this.capacity) {
+      this.heap.push(made)
+      this.index.set(key, this.heap.length - 1)
+      this.toRoot(this.heap.length - 1)
+      return made
+    }
+    const least = this.heap[0] as ShadowClientCount
+    this.index.delete(`${least.layer}\n${least.client}`)
+    made.wouldRefuse = made.error = least.wouldRefuse
+    this.heap[0] = made
+    this.index.set(key, 0)
+    return made
+  }
+
+  /** Restores the order after `key`'s count went up. */
+  counted (key: string): void {
+    this.down(this.index.get(key) as number)
+  }
+
+  values (): readonly ShadowClientCount[] {
+    return this.heap
+  }
+
+  /** Moves the entry at `at`, a new one (counted 0, so the least), up to the root. */
+  private toRoot (at: number): void {
+    while (at > 0) {
+      const parent = (at - 1) >> 1
+      this.swap(at, parent)
+      at = parent
+    }
+  }
+
+  private down (at: number): void {
+    for (;;) {
+      const left = 2 * at + 1
+      const right = left + 1
+      let least = at
+      if (left < this.heap.length && (this.heap[left] as ShadowClientCount).wouldRefuse < (this.heap[least] as ShadowClientCount).wouldRefuse) least = left
+      if (right < this.heap.length && (this.heap[right] as ShadowClientCount).wouldRefuse < (this.heap[least] as ShadowClientCount).wouldRefuse) least = right
+      if (least === at) return
+      this.swap(at, least)
+      at = least
+    }
+  }
+
+  private swap (a: number, b: number): void {
+    const first = this.heap[a] as ShadowClientCount
+    const second = this.heap[b] as ShadowClientCount
+    this.heap[a] = second
+    this.heap[b] = first
+    this.index.set(`${second.layer}\n${second.client}`, a)
+    this.index.set(`${first.layer}\n${first.client}`, b)
+  }
+}
+
 interface Slice {
   minute: number
   wouldRefuse: number
-  untracked: number
-  clients: Map<string, ShadowClientCount>
+  clients: TopClients
   tiers: Map<string, ShadowCount>
 }
 
@@ -65,19 +143,27 @@ function clientOf (key: string): string {
   return key.slice(0, key.indexOf('}') + 1)
 }
 
+/** Limit name → count, without a prototype (a limit may be named `constructor`). */
+const noLimits = (): Record<string, number> => Object.create(null) as Record<string, number>
+
 function add (into: ShadowCount, wouldRefuse: number, limits: Record<string, number>): void {
   into.wouldRefuse += wouldRefuse
   for (const name of Object.keys(limits)) into.limits[name] = (into.limits[name] ?? 0) + (limits[name] as number)
 }
 
-/** The entry of `key` in `into`, made from `like` with no count when there is none. */
-function entryOf<C extends ShadowCount> (into: Map<string, C>, key: string, like: C): C {
+/** The entry of `key` in `into`, made when there is none. */
+function entryOf<C> (into: Map<string, C>, key: string, make: () => C): C {
   let entry = into.get(key)
   if (entry === undefined) {
-    entry = { ...like, wouldRefuse: 0, limits: {} }
+    entry = make()
     into.set(key, entry)
   }
   return entry
+}
+
+/** A copy of `count` with no count yet, for a report to sum into. */
+function emptied<C extends ShadowCount> (count: C): C {
+  return { ...count, wouldRefuse: 0, limits: noLimits() }
 }
 
 function byCount (a: ShadowCount, b: ShadowCount): number {
@@ -90,82 +176,80 @@ export class ShadowCounter {
 
   /**
    * @param minutes slices kept (the report's reach)
-   * @param maxClients most clients per slice
+   * @param maxClients most clients listed per slice
    * @param clock this process's clock, in ms
    */
   constructor (private readonly minutes: number, private readonly maxClients: number, private readonly clock: () => number) {
     this.startMinute = Math.floor(clock() / MINUTE_MS)
   }
 
-  /** Counts a would-be refusal; `costs[i]` is what `limit.buckets[i]` was asked for. */
-  record (limit: LimitDecision, costs: readonly number[]): void {
-    const slice = this.sliceAt(Math.floor(this.clock() / MINUTE_MS))
+  /**
+   * Counts a would-be refusal: `limit` as the layer reported it (with the policies
+   * the store applied), `asked` the buckets the layer asked for (their costs and overdraft).
+   */
+  record (limit: LimitDecision, asked: readonly BucketRequest[]): void {
+    const slice = this.sliceAt(this.minuteNow())
     const layer = limit.layer as ShadowCount['layer']
-    const lacking: Record<string, number> = Object.create(null) as Record<string, number>
+    const lacking = noLimits()
     limit.buckets.forEach((bucket, i) => {
-      if (bucket.tokens < (costs[i] as number)) lacking[bucket.name] = 1
+      const { cost, overdraft = false } = asked[i] as BucketRequest
+      if (bucket.tokens < tokensNeeded(cost, bucket, overdraft)) lacking[bucket.name] = 1
     })
+    const tier = limit.tier
     slice.wouldRefuse++
-    const tierKey = `${layer}\n${limit.tier ?? ''}`
-    let tier = slice.tiers.get(tierKey)
-    if (tier === undefined) {
-      tier = { layer, ...(limit.tier !== undefined && { tier: limit.tier }), wouldRefuse: 0, limits: Object.create(null) as Record<string, number> }
-      slice.tiers.set(tierKey, tier)
+    const tierKey = `${layer}\n${tier ?? ''}`
+    let tierCount = slice.tiers.get(tierKey)
+    if (tierCount === undefined) {
+      tierCount = { layer, ...(tier !== undefined && { tier }), wouldRefuse: 0, limits: noLimits() }
+      slice.tiers.set(tierKey, tierCount)
     }
-    add(tier, 1, lacking)
+    add(tierCount, 1, lacking)
     const client = clientOf((limit.buckets[0] as { key: string }).key)
     const clientKey = `${layer}\n${client}`
-    let counted = slice.clients.get(clientKey)
-    if (counted === undefined) {
-      if (slice.clients.size >= this.maxClients) this.makeRoom(slice)
-      counted = { client, layer, ...(limit.tier !== undefined && { tier: limit.tier }), wouldRefuse: 0, limits: Object.create(null) as Record<string, number> }
-      slice.clients.set(clientKey, counted)
-    }
+    const counted = slice.clients.entry(clientKey, () => ({ client, layer, ...(tier !== undefined && { tier }), wouldRefuse: 0, error: 0, limits: noLimits() }))
     add(counted, 1, lacking)
+    slice.clients.counted(clientKey)
   }
 
   /** The last minutes' counts, the `top` clients with the most would-be refusals. */
   read (top: number, shadow: boolean): ShadowReport {
-    const nowMinute = Math.floor(this.clock() / MINUTE_MS)
-    const live = this.slices.filter((slice) => slice.minute > nowMinute - this.minutes && slice.minute <= nowMinute)
+    const nowMinute = this.minuteNow()
+    const live = this.slices.filter((slice) => slice.minute > nowMinute - this.minutes)
     const clients = new Map<string, ShadowClientCount>()
     const tiers = new Map<string, ShadowCount>()
     let wouldRefuse = 0
-    let untracked = 0
     for (const slice of live) {
       wouldRefuse += slice.wouldRefuse
-      untracked += slice.untracked
-      for (const [key, count] of slice.clients) add(entryOf(clients, key, count), count.wouldRefuse, count.limits)
-      for (const [key, count] of slice.tiers) add(entryOf(tiers, key, count), count.wouldRefuse, count.limits)
+      for (const count of slice.clients.values()) {
+        const into = entryOf(clients, `${count.layer}\n${count.client}`, () => ({ ...emptied(count), error: 0 }))
+        add(into, count.wouldRefuse, count.limits)
+        into.error += count.error
+      }
+      for (const [key, count] of slice.tiers) add(entryOf(tiers, key, () => emptied(count)), count.wouldRefuse, count.limits)
     }
     return {
       shadow,
       minutes: Math.max(1, Math.min(this.minutes, nowMinute - this.startMinute + 1)),
       wouldRefuse,
-      untracked,
       clients: [...clients.values()].sort(byCount).slice(0, top),
       tiers: [...tiers.values()].sort(byCount)
     }
   }
 
-  /** The slice of `minute`, made (and the oldest dropped) when it is new. */
-  private sliceAt (minute: number): Slice {
-    const last = this.slices[this.slices.length - 1]
-    if (last !== undefined && last.minute === minute) return last
-    // A clock that went back counts into the newest slice.
-    if (last !== undefined && last.minute > minute) return last
-    const slice: Slice = { minute, wouldRefuse: 0, untracked: 0, clients: new Map(), tiers: new Map() }
-    this.slices.push(slice)
-    while (this.slices.length > 0 && (this.slices[0] as Slice).minute <= minute - this.minutes) this.slices.shift()
-    return slice
+  /** The minute now; a clock that went back stays in the newest minute counted. */
+  private minuteNow (): number {
+    const minute = Math.floor(this.clock() / MINUTE_MS)
+    const newest = this.slices[this.slices.length - 1]
+    return newest !== undefined && newest.minute > minute ? newest.minute : minute
   }
 
-  /** Drops the half of a full slice's clients with the fewest would-be refusals; their count becomes untracked. */
-  private makeRoom (slice: Slice): void {
-    const sorted = [...slice.clients.entries()].sort((a, b) => a[1].wouldRefuse - b[1].wouldRefuse)
-    for (const [key, count] of sorted.slice(0, Math.ceil(sorted.length / 2))) {
-      slice.untracked += count.wouldRefuse
-      slice.clients.delete(key)
-    }
+  /** The slice of `minute` (the newest or a new one), the oldest dropped past `minutes`. */
+  private sliceAt (minute: number): Slice {
+    const newest = this.slices[this.slices.length - 1]
+    if (newest !== undefined && newest.minute === minute) return newest
+    const slice: Slice = { minute, wouldRefuse: 0, clients: new TopClients(this.maxClients), tiers: new Map() }
+    this.slices.push(slice)
+    while ((this.slices[0] as Slice).minute <= minute - this.minutes) this.slices.shift()
+    return slice
   }
 }

@@ -161,8 +161,8 @@ t.test('shadow: never refuses, counts would-be refusals', async (t) => {
   const last = await app.inject('/')
   t.equal(last.headers['ratelimit'], '"edge";r=0;t=5', 'headers still tell the truth')
   t.match((await app.inject('/shadow-report')).json(), {
-    shadow: true, minutes: 1, wouldRefuse: 4, untracked: 0,
-    clients: [{ client: '{ip:127.0.0.1}', layer: 'edge', wouldRefuse: 4, limits: { edge: 4 } }],
+    shadow: true, minutes: 1, wouldRefuse: 4,
+    clients: [{ client: '{ip:127.0.0.1}', layer: 'edge', wouldRefuse: 4, error: 0, limits: { edge: 4 } }],
     tiers: [{ layer: 'edge', wouldRefuse: 4, limits: { edge: 4 } }]
   })
 })

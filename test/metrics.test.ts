@@ -106,7 +106,11 @@ t.test('outcomes, shadow, penalties, and routes past maxRoutes', async (t) => {
 t.test('close(): stops counting and frees the names', async (t) => {
   const registry = new Registry()
   const first = tollgateMetrics({ registry })
-  t.throws(() => tollgateMetrics({ registry }), /already been registered/, 'one set of metrics per registry')
+  t.throws(() => tollgateMetrics({ registry }), { code: 'TOLLGATE_INVALID_OPTION', message: /without `tollgate_decisions_total`: tollgateMetrics\(\) was called on it already/ }, 'one set of metrics per registry')
+  t.equal((await registry.getMetricsAsJSON()).length, 5, 'and the refused call registered nothing')
+  const other = tollgateMetrics({ registry, prefix: 'other_' })
+  t.equal((await registry.getMetricsAsJSON()).length, 10, 'another prefix is another set')
+  other.close()
   first.close()
   t.equal((await registry.getMetricsAsJSON()).length, 0)
   const { app } = await buildApp({ edge: { capacity: 5, refillPerSecond: 1 } })
@@ -121,13 +125,13 @@ t.test('close(): stops counting and frees the names', async (t) => {
 
 t.test('invalid options fail with a coded error naming them', async (t) => {
   const cases: Array<[unknown, RegExp]> = [
-    [{ registry: {} }, /`registry\.registerMetric`/],
-    [{ registry: 'default' }, /`registry`/],
-    [{ prefix: 'rate-limit_' }, /`prefix`.*rate-limit_/],
-    [{ maxRoutes: 0 }, /`maxRoutes`.*got `0`/],
-    [{ latencyBuckets: [] }, /`latencyBuckets`/],
-    [{ latencyBuckets: [0.1, 0.05] }, /`latencyBuckets\[1\]`.*above the one before.*0\.05/],
-    [{ latencyBuckets: [-1] }, /`latencyBuckets\[0\]`/],
+    [{ registry: {} }, /`tollgateMetrics\.registry\.registerMetric`/],
+    [{ registry: 'default' }, /`tollgateMetrics\.registry`/],
+    [{ prefix: 'rate-limit_' }, /`tollgateMetrics\.prefix`.*rate-limit_/],
+    [{ maxRoutes: 0 }, /`tollgateMetrics\.maxRoutes`.*got `0`/],
+    [{ latencyBuckets: [] }, /`tollgateMetrics\.latencyBuckets`/],
+    [{ latencyBuckets: [0.1, 0.05] }, /`tollgateMetrics\.latencyBuckets\[1\]`.*above the one before.*0\.05/],
+    [{ latencyBuckets: [-1] }, /`tollgateMetrics\.latencyBuckets\[0\]`/],
     [{ buckets: [1] }, /buckets/],
     ['yes', /`tollgateMetrics`/]
   ]
@@ -172,4 +176,45 @@ t.test('Redis store: live replicas and degraded gauges from the heartbeat and th
   t.equal(await until('tollgate_store_degraded', 1, () => (apps[0] as FastifyInstance).inject('/')), 1, 'degraded while Redis is frozen')
   server.resume()
   t.equal(await until('tollgate_store_degraded', 0, () => (apps[0] as FastifyInstance).inject('/')), 0, 'restored')
+  await (apps[1] as FastifyInstance).close()
+  t.equal(await gauge('tollgate_live_replicas'), 2, 'one store closed: the other still shows its count')
+  await (apps[0] as FastifyInstance).close()
+  t.equal(await gauge('tollgate_store_degraded'), undefined, 'every store closed: no series left')
+  t.equal(await gauge('tollgate_live_replicas'), undefined)
+})
+
+t.test('two stores of one prefix on two Redis servers: degraded while either is', async (t) => {
+  if (!requireRedis(t)) return
+  const servers = [await startRedis(t), await startRedis(t)]
+  const registry = new Registry()
+  const metrics = tollgateMetrics({ registry })
+  t.teardown(() => { metrics.close() })
+  const apps: FastifyInstance[] = []
+  for (const server of servers) {
+    const client = new Redis({ port: server.port, retryStrategy: () => 50 })
+    client.on('error', () => {})
+    const app = Fastify()
+    await app.register(tollgate, { store: redisStore({ client, timeoutMs: 50, probeIntervalMs: 100, heartbeatIntervalMs: 100, breakerThreshold: 1 }), edge: { capacity: 100, refillPerSecond: 1 } })
+    app.get('/', async () => 'ok')
+    await app.ready()
+    apps.push(app)
+    t.teardown(async () => { server.resume(); await app.close(); client.disconnect() })
+  }
+  const degraded = async (): Promise<number | undefined> =>
+    parseExposition(await registry.metrics()).samples.find((s) => s.name === 'tollgate_store_degraded' && s.labels.prefix === 'tollgate:')?.value
+  const until = async (value: number, poke: () => Promise<unknown>): Promise<number | undefined> => {
+    const deadline = performance.now() + 5000
+    while (performance.now() < deadline && await degraded() !== value) { await poke(); await new Promise((resolve) => setTimeout(resolve, 20)) }
+    return degraded()
+  }
+  const both = async (): Promise<void> => { await Promise.all(apps.map(async (app) => app.inject('/'))) }
+  t.equal(await until(0, both), 0, 'both healthy')
+  servers[0]?.pause()
+  servers[1]?.pause()
+  t.equal(await until(1, both), 1, 'both frozen')
+  servers[0]?.resume()
+  await until(0, both) // must not reach 0: the second is still frozen
+  t.equal(await degraded(), 1, 'one back, the other still frozen: degraded')
+  servers[1]?.resume()
+  t.equal(await until(0, both), 0, 'both back')
 })

@@ -4,6 +4,8 @@
  */
 import Fastify, { type FastifyRequest, type RouteShorthandOptions } from 'fastify'
 import tollgate, { memoryStore, per, RateLimitedError, type NamedLimit, type Quota, type BucketLevel, type LayerBucket, type LimitDecision, type PeekDecision, type RouteCost, type Store, type TollgateOptions } from 'fastify-tollgate'
+import { DECISION_CHANNEL, NEAR_LIMIT_LEFT, STORE_CHANNEL, type DecisionMessage, type DecisionOutcome, type ShadowReport, type StoreMessage } from 'fastify-tollgate'
+import { tollgateMetrics, type TollgateMetrics } from 'fastify-tollgate/metrics'
 
 const app = Fastify()
 
@@ -141,3 +143,21 @@ const complete: Store = {
   reset: async () => {}
 }
 void [custom, complete]
+
+// Watching it: decision messages, the shadow report and its options, the metrics entry point.
+void app.register(tollgate, { edge: { capacity: 5, refillPerSecond: 1 }, shadow: true, shadowReport: { minutes: 30, keys: 5000 } })
+// @ts-expect-error: minutes is a number
+void app.register(tollgate, { edge: { capacity: 5, refillPerSecond: 1 }, shadow: true, shadowReport: { minutes: '30' } })
+const report: ShadowReport = app.tollgate.shadowReport({ top: 3 })
+const flooder: { client: string, layer: 'edge' | 'app', tier?: string, wouldRefuse: number, limits: Record<string, number> } | undefined = report.clients[0]
+// @ts-expect-error: top is a number
+app.tollgate.shadowReport({ top: 'all' })
+const onDecision = (message: DecisionMessage): string => `${message.layer} ${message.outcome} ${message.route ?? '404'} ${message.storeMs}`
+const onStore = (message: StoreMessage): number => message.liveReplicas
+const outcome: DecisionOutcome = 'would-refuse'
+// @ts-expect-error: not an outcome
+const wrongOutcome: DecisionOutcome = 'denied'
+const channels: [string, string, number] = [DECISION_CHANNEL, STORE_CHANNEL, NEAR_LIMIT_LEFT]
+const metrics: TollgateMetrics = tollgateMetrics({ prefix: 'api_', maxRoutes: 20, latencyBuckets: [0.001, 0.01] })
+metrics.close()
+void [flooder, onDecision, onStore, outcome, wrongOutcome, channels]

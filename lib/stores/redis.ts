@@ -21,7 +21,7 @@ import { isUnshared, type BucketDebit, type BucketRequest, type BucketSettlement
 import {
   checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, checkTimer, expected, failOption
 } from '../validate.js'
-import { publishStore } from '../diagnostics.js'
+import { publishStore, type StoreMessage } from '../diagnostics.js'
 import { BoundedWait } from './bounded-wait.js'
 import { CircuitBreaker, type BreakerState } from './circuit-breaker.js'
 import { clusterSlot } from './cluster-slot.js'
@@ -266,6 +266,7 @@ export class RedisStore implements Store {
     }
     this.fallback.close()
     this.denials?.clear()
+    this.publish('closed')
   }
 
   private key (key: string): string {
@@ -314,13 +315,17 @@ export class RedisStore implements Store {
     if (this.breaker.succeeded()) {
       this.lastLogged.clear()
       this.logger.info({ store: 'redis' }, 'fastify-tollgate: Redis answers again; shared quotas restored')
-      publishStore('redis', this.prefix, 'restored', this.liveReplicas)
+      this.publish('restored')
     }
   }
 
   /** A call failed: counted by the breaker; its opening is published. */
   private failed (): void {
-    if (this.breaker.failed(this.now())) publishStore('redis', this.prefix, 'degraded', this.liveReplicas)
+    if (this.breaker.failed(this.now())) this.publish('degraded')
+  }
+
+  private publish (event: StoreMessage['event']): void {
+    publishStore(this, 'redis', this.prefix, event, this.breaker.state !== 'closed', this.liveReplicas)
   }
 
   /** Logs that Redis cannot be used, by `failMode` (at most once per `logIntervalMs`). Throws for `'closed'`. */
@@ -485,7 +490,7 @@ export class RedisStore implements Store {
     await this.beat('0')
       .then((count) => {
         this.liveReplicas = Math.max(1, parseNumber(count))
-        publishStore('redis', this.prefix, 'replicas', this.liveReplicas)
+        this.publish('replicas')
       })
       .catch((error: unknown) => {
         this.log('warn', 'heartbeat-failed', { err: error }, 'fastify-tollgate: Redis heartbeat failed; keeping the last replica count')

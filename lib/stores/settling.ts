@@ -151,7 +151,7 @@ export class SettlingEdge implements Store {
           view.spent += cost
         })
       }
-      return decision
+      return { ...decision, degraded: 'local' }
     }
     let allowed = true
     let retryAfterMs = 0
@@ -208,6 +208,7 @@ export class SettlingEdge implements Store {
     if (unsettled > 0) this.logger?.warn({ tokens: unsettled }, 'fastify-tollgate: closing with edge tokens spent or reserved that the shared store did not settle')
     this.views.clear()
     this.fallback.close()
+    this.publish('closed')
   }
 
   /**
@@ -349,8 +350,8 @@ export class SettlingEdge implements Store {
     this.publish('degraded')
   }
 
-  private publish (event: 'degraded' | 'restored'): void {
-    publishStore('settle', this.shared.keyspace?.prefix ?? '', event, this.replicas())
+  private publish (event: 'degraded' | 'restored' | 'closed'): void {
+    publishStore(this, 'settle', this.shared.keyspace?.prefix ?? '', event, !this.healthy, this.replicas())
   }
 
   /** Keeps `debit` (spent and given back) for the next settlement, merged with what is kept for its key; at most 2 × `maxViews` keys. */
