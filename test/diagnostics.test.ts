@@ -70,6 +70,15 @@ t.test('shadow mode: a would-be refusal is published as would-refuse, and passes
   await app.close()
 })
 
+t.test('a HEAD request counts under the GET route that answers it', async (t) => {
+  const { app } = await buildApp({ edge: { capacity: 5, refillPerSecond: 1 } })
+  app.get('/items/:id', async () => 'ok')
+  const messages = listen<DecisionMessage>(t, DECISION_CHANNEL)
+  t.equal((await app.inject({ method: 'HEAD', url: '/items/7' })).statusCode, 200)
+  t.equal(messages[0]?.route, 'GET /items/:id')
+  await app.close()
+})
+
 t.test('a request no route matched is published with no route', async (t) => {
   const { app } = await buildApp({ edge: { capacity: 5, refillPerSecond: 1 } })
   const messages = listen<DecisionMessage>(t, DECISION_CHANNEL)

@@ -243,7 +243,13 @@ export class SettlingEdge implements Store {
         this.orphan({ key, policy: view.policy, spent: -view.reserved, reserve: 0 })
         continue
       }
-      if (idle && !this.closing && view.reserved <= minimum(view)) continue
+      if (idle && !this.closing) {
+        // An idle view keeps a reservation of its minimum, so that a client that comes back in a
+        // burst finds it here: the excess goes back, a shortfall is topped up once the shared
+        // bucket (as last seen, refilled since) holds a token. Otherwise nothing to send.
+        const short = minimum(view) - view.reserved
+        if (Math.abs(short) < 1e-9 || (short > 0 && tokensAt(view, view.policy, nowMs) < 1)) continue
+      }
       // A view's first settlement reserves no more than what is left of its first share: the other
       // replicas' first shares, not settled yet, may be spending the bucket's other tokens.
       const wanted = view.first ? view.share : Math.max(minimum(view), 2 * Math.max(view.spent, view.spentBefore), view.asked)
