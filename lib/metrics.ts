@@ -160,11 +160,15 @@ export function tollgateMetrics (options: TollgateMetricsOptions = {}): Tollgate
     latency.observe(layerLabels[layer], storeMs / 1000)
     if (penalty?.state === 'started') penalties.inc(layerLabels[layer])
   }
+  // Stores that closed: a message one sends after (a call that failed late) is not counted.
+  const closed = new WeakSet<object>()
   const onStore = (message: unknown): void => {
     const health = message as StoreMessage
+    if (closed.has(health.instance)) return
     const key = `${health.store}\n${health.prefix}`
     let known = stores.get(key)
     if (health.event === 'closed') {
+      closed.add(health.instance)
       known?.instances.delete(health.instance)
       if (known?.instances.size === 0) stores.delete(key)
       return
@@ -177,13 +181,13 @@ export function tollgateMetrics (options: TollgateMetricsOptions = {}): Tollgate
   }
   subscribe(DECISION_CHANNEL, onDecision)
   subscribe(STORE_CHANNEL, onStore)
+  const ours = [decisions, penalties, latency, degraded, replicas]
   return {
     close () {
       unsubscribe(DECISION_CHANNEL, onDecision)
       unsubscribe(STORE_CHANNEL, onStore)
-      for (const metric of [decisions, penalties, latency, degraded, replicas]) {
-        registry.removeSingleMetric((metric as unknown as { name: string }).name)
-      }
+      // Only ours: a second close() must not remove the metrics of a later tollgateMetrics() on this registry.
+      names.forEach((name, i) => { if (registry.getSingleMetric(name) === ours[i]) registry.removeSingleMetric(name) })
     }
   }
 }

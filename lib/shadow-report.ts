@@ -43,8 +43,9 @@ export interface ShadowClientCount extends ShadowCount {
   client: string
   /**
    * The most of `wouldRefuse` that may be other clients' (0: exact): what it
-   * inherited when it took the place of a client dropped for room. `limits` counts
-   * only what was seen while it was listed.
+   * inherited when it took the place of a client dropped for room, and, for each
+   * minute it is not listed in, the least count listed then (what it may have had).
+   * `limits` counts only what was seen while it was listed.
    */
   error: number
 }
@@ -56,7 +57,7 @@ export interface ShadowReport {
   minutes: number
   /** Would-be refusals in those minutes (exact). */
   wouldRefuse: number
-  /** The clients with the most would-be refusals, most first. */
+  /** The clients with the most would-be refusals, most first by the count they surely had (`wouldRefuse − error`). */
   clients: ShadowClientCount[]
   /** Every tier (and the edge) with would-be refusals, most first. */
   tiers: ShadowCount[]
@@ -95,6 +96,11 @@ class TopClients {
 
   values (): readonly ShadowClientCount[] {
     return this.heap
+  }
+
+  /** The least count listed when the list is full (a client not listed had at most that many), else 0. */
+  get floor (): number {
+    return this.heap.length < this.capacity ? 0 : (this.heap[0] as ShadowClientCount).wouldRefuse
   }
 
   /** Moves the entry at `at`, a new one (counted 0, so the least), up to the root. */
@@ -170,6 +176,11 @@ function byCount (a: ShadowCount, b: ShadowCount): number {
   return b.wouldRefuse - a.wouldRefuse
 }
 
+/** Most first by the count a client surely had (`wouldRefuse − error`), then by `wouldRefuse`. */
+function byGuaranteed (a: ShadowClientCount, b: ShadowClientCount): number {
+  return (b.wouldRefuse - b.error) - (a.wouldRefuse - a.error) || byCount(a, b)
+}
+
 export class ShadowCounter {
   private readonly slices: Slice[] = []
   private readonly startMinute: number
@@ -180,7 +191,8 @@ export class ShadowCounter {
    * @param clock this process's clock, in ms
    */
   constructor (private readonly minutes: number, private readonly maxClients: number, private readonly clock: () => number) {
-    this.startMinute = Math.floor(clock() / MINUTE_MS)
+    const minute = Math.floor(clock() / MINUTE_MS)
+    this.startMinute = Number.isFinite(minute) ? minute : 0
   }
 
   /**
@@ -216,31 +228,41 @@ export class ShadowCounter {
     const nowMinute = this.minuteNow()
     const live = this.slices.filter((slice) => slice.minute > nowMinute - this.minutes)
     const clients = new Map<string, ShadowClientCount>()
+    // What a client may have had in the minutes it is not listed in: their floors, added to its count and error.
+    const unlistedFloors = new Map<ShadowClientCount, number>()
     const tiers = new Map<string, ShadowCount>()
     let wouldRefuse = 0
+    let floors = 0
     for (const slice of live) {
       wouldRefuse += slice.wouldRefuse
+      const floor = slice.clients.floor
+      floors += floor
       for (const count of slice.clients.values()) {
         const into = entryOf(clients, `${count.layer}\n${count.client}`, () => ({ ...emptied(count), error: 0 }))
         add(into, count.wouldRefuse, count.limits)
         into.error += count.error
+        unlistedFloors.set(into, (unlistedFloors.get(into) ?? 0) + floor)
       }
       for (const [key, count] of slice.tiers) add(entryOf(tiers, key, () => emptied(count)), count.wouldRefuse, count.limits)
+    }
+    for (const [client, listedFloors] of unlistedFloors) {
+      client.wouldRefuse += floors - listedFloors
+      client.error += floors - listedFloors
     }
     return {
       shadow,
       minutes: Math.max(1, Math.min(this.minutes, nowMinute - this.startMinute + 1)),
       wouldRefuse,
-      clients: [...clients.values()].sort(byCount).slice(0, top),
+      clients: [...clients.values()].sort(byGuaranteed).slice(0, top),
       tiers: [...tiers.values()].sort(byCount)
     }
   }
 
-  /** The minute now; a clock that went back stays in the newest minute counted. */
+  /** The minute now; a clock that went back, or is not a finite number, stays in the newest minute counted. */
   private minuteNow (): number {
     const minute = Math.floor(this.clock() / MINUTE_MS)
-    const newest = this.slices[this.slices.length - 1]
-    return newest !== undefined && newest.minute > minute ? newest.minute : minute
+    const newest = this.slices[this.slices.length - 1]?.minute ?? this.startMinute
+    return Number.isFinite(minute) && minute >= newest ? minute : newest
   }
 
   /** The slice of `minute` (the newest or a new one), the oldest dropped past `minutes`. */

@@ -180,3 +180,49 @@ t.test('Redis: replicas counted, breaker opened and closed, degraded decisions',
   t.match(await eventually(health, (m) => m.event === 'restored', () => app.inject('/')), { store: 'redis', event: 'restored' })
   t.ok(health.findIndex((m) => m.event === 'restored') > health.findIndex((m) => m.event === 'degraded'), 'restored after degraded')
 })
+
+t.test('Redis: nothing is published for a store after it closed, though a call in flight fails later', async (t) => {
+  if (!requireRedis(t)) return
+  const server = await startRedis(t)
+  const health = listen<StoreMessage>(t, STORE_CHANNEL)
+  const client = new Redis({ port: server.port, retryStrategy: () => 50 })
+  client.on('error', () => {})
+  t.teardown(() => { server.resume(); client.disconnect() })
+  const store = redisStore({ client, prefix: 'late:', timeoutMs: 50, heartbeatIntervalMs: 0, breakerThreshold: 1 })
+  const app = Fastify()
+  await app.register(tollgate, { store, edge: { capacity: 100, refillPerSecond: 1 } })
+  app.get('/', async () => 'ok')
+  await app.ready()
+  server.pause()
+  const inFlight = app.inject('/')
+  await sleep(5) // the request is waiting for Redis
+  await app.close()
+  t.equal((await inFlight).statusCode, 200, 'decided by failMode')
+  await sleep(100)
+  const ours = health.filter((m) => m.instance === store)
+  t.same(ours.map((m) => m.event), ['closed'], 'closed, and nothing after')
+})
+
+t.test('settle edge: nothing is published after close, though a settlement is given up on later', async (t) => {
+  if (!requireRedis(t)) return
+  const server = await startRedis(t)
+  const health = listen<StoreMessage>(t, STORE_CHANNEL)
+  const client = new Redis({ port: server.port, retryStrategy: () => 50 })
+  client.on('error', () => {})
+  t.teardown(() => { server.resume(); client.disconnect() })
+  const app = Fastify()
+  await app.register(tollgate, {
+    store: redisStore({ client, prefix: 'late-settle:', timeoutMs: 2000, heartbeatIntervalMs: 0 }),
+    edge: { capacity: 30, refillPerSecond: 10, mode: 'settle', settleIntervalMs: 20 }
+  })
+  app.get('/', async () => 'ok')
+  await app.ready()
+  await app.inject('/')
+  await app.tollgate.settle()
+  server.pause()
+  await app.inject('/')
+  await app.close() // waits at most the interval: its settlement is still out
+  await sleep(1200) // past the settlement's deadline, max(1 s, 10 × 20 ms)
+  const settles = health.filter((m) => m.store === 'settle')
+  t.equal(settles.at(-1)?.event, 'closed', `the last of the settle edge's messages is 'closed': ${settles.map((m) => m.event).join(', ')}`)
+})

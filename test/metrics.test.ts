@@ -1,9 +1,10 @@
 /** fastify-tollgate/metrics: Prometheus metrics from the diagnostics channels (lib/metrics.ts). */
+import { channel } from 'node:diagnostics_channel'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Redis } from 'ioredis'
 import { Registry } from 'prom-client'
 import t from 'tap'
-import tollgate, { redisStore } from '../lib/index.js'
+import tollgate, { redisStore, STORE_CHANNEL } from '../lib/index.js'
 import { OTHER_ROUTE, tollgateMetrics, UNMATCHED_ROUTE } from '../lib/metrics.js'
 import { buildApp } from './helpers.js'
 import { requireRedis, startRedis } from './redis-server.js'
@@ -119,8 +120,26 @@ t.test('close(): stops counting and frees the names', async (t) => {
   const second = tollgateMetrics({ registry })
   await app.inject('/')
   t.equal(sum(parseExposition(await registry.metrics()).samples, 'tollgate_decisions_total'), 1, 'only what came after')
+  first.close() // again: must not remove the second's metrics
+  t.equal((await registry.getMetricsAsJSON()).length, 5, 'a second close() of the first leaves the second alone')
   second.close()
   await app.close()
+})
+
+t.test('a store that closed: a late message from it is not counted', async (t) => {
+  const registry = new Registry()
+  const metrics = tollgateMetrics({ registry })
+  t.teardown(() => { metrics.close() })
+  const store = channel(STORE_CHANNEL)
+  const instance = {}
+  const message = (event: string, degraded: boolean): object => ({ store: 'redis', prefix: 'p:', instance, event, degraded, liveReplicas: 2 })
+  store.publish(message('replicas', false))
+  const degraded = async (): Promise<number | undefined> =>
+    parseExposition(await registry.metrics()).samples.find((s) => s.name === 'tollgate_store_degraded')?.value
+  t.equal(await degraded(), 0)
+  store.publish(message('closed', false))
+  store.publish(message('degraded', true))
+  t.equal(await degraded(), undefined, 'gone with its store, and not back')
 })
 
 t.test('invalid options fail with a coded error naming them', async (t) => {

@@ -211,3 +211,78 @@ t.test("a custom store without a clock: the report keeps this process's time", a
   t.match(app.tollgate.shadowReport(), { shadow: true, minutes: 1, wouldRefuse: 1, clients: [{ client: '{ip:127.0.0.1}', limits: { edge: 1 } }] })
   await app.close()
 })
+
+t.test('a clock that is not a finite number counts into the newest minute', async (t) => {
+  let now = Number.NaN
+  const { ShadowCounter } = await import('../lib/shadow-report.js')
+  const counter = new ShadowCounter(2, 10, () => now)
+  const limit = { layer: 'edge' as const, allowed: false, cost: 1, retryAfterMs: 1000, buckets: [{ name: 'edge', key: '{ip:203.0.113.7}:edge', capacity: 1, refillPerSecond: 1, tokens: 0 }] }
+  const asked = [{ key: '{ip:203.0.113.7}:edge', policy: { capacity: 1, refillPerSecond: 1 }, cost: 1 }]
+  for (let i = 0; i < 100; i++) counter.record(limit, asked)
+  now = Infinity
+  counter.record(limit, asked)
+  t.match(counter.read(5, true), { minutes: 1, wouldRefuse: 101, clients: [{ wouldRefuse: 101, error: 0 }] }, 'started at minute 0: NaN and Infinity count there')
+  now = 3 * 60_000
+  counter.record(limit, asked)
+  t.match(counter.read(5, true), { minutes: 2, wouldRefuse: 1 }, 'a finite clock moves on')
+})
+
+t.test('across minutes: a client not listed in a full minute gets that minute\'s floor as count and error', async (t) => {
+  // The second outside read: 1000 in minute 0, then pushed out of minute 1 by rotating addresses, 30 a minute after.
+  const { app, clock } = await buildApp({ edge: { capacity: 1, refillPerSecond: 0 }, shadow: true, shadowReport: { keys: 10 } })
+  app.get('/', async () => 'ok')
+  const scraper = '203.0.113.7'
+  let truth = (await send(app, 1001, scraper)).length - 1
+  clock.advance(60_000)
+  truth += (await send(app, 1, scraper)).length
+  for (let i = 0; i < 20; i++) await send(app, 3, `10.2.0.${i}`) // 2 each: the scraper's 1 is the least, pushed out
+  for (let minute = 2; minute < 4; minute++) {
+    clock.advance(60_000)
+    truth += (await send(app, 30, scraper)).length
+  }
+  const listed = app.tollgate.shadowReport().clients.find((c) => c.client === `{ip:${scraper}}`)
+  t.ok(listed !== undefined, 'listed')
+  t.ok((listed?.wouldRefuse ?? 0) >= truth, `counted ${listed?.wouldRefuse ?? 0}, at least the true ${truth}`)
+  t.ok((listed?.wouldRefuse ?? 0) - (listed?.error ?? 0) <= truth, 'its count less its error at most the truth')
+  t.ok((listed?.error ?? 0) > 0, 'and not said to be exact')
+  await app.close()
+})
+
+t.test('ranked by what a client surely had: addresses that inherit counts do not push a heavy client out of the top', async (t) => {
+  const { app, clock } = await buildApp({ edge: { capacity: 1, refillPerSecond: 0 }, shadow: true, shadowReport: { keys: 10 } })
+  app.get('/', async () => 'ok')
+  let ghost = 0
+  for (let minute = 0; minute < 10; minute++) {
+    await send(app, 41, '203.0.113.7') // the heavy client: every one refused after its first pass
+    for (let i = 0; i < 30; i++) { await send(app, 2, `10.3.${minute}.${ghost % 250}`); ghost++ } // each 1, then gone
+    clock.advance(60_000)
+  }
+  clock.advance(-60_000)
+  const report = app.tollgate.shadowReport({ top: 3 })
+  t.equal(report.clients[0]?.client, '{ip:203.0.113.7}', 'the heavy client first')
+  t.same([report.clients[0]?.wouldRefuse, report.clients[0]?.error], [40 + 9 * 41, 0], 'exact: 40, then 41 a minute')
+  await app.close()
+})
+
+t.test('ranked by what a client surely had, though addresses that come last in each minute inherit higher counts', async (t) => {
+  // The second outside read's gaming: 3 addresses make one would-be refusal at the end of every minute.
+  let now = 0
+  const { ShadowCounter } = await import('../lib/shadow-report.js')
+  const counter = new ShadowCounter(10, 10, () => now)
+  const refuse = (client: string): void => {
+    const key = `${client}:edge`
+    counter.record({ layer: 'edge', allowed: false, cost: 1, retryAfterMs: 1000, buckets: [{ name: 'edge', key, capacity: 1, refillPerSecond: 0, tokens: 0 }] },
+      [{ key, policy: { capacity: 1, refillPerSecond: 0 }, cost: 1 }])
+  }
+  for (let minute = 0; minute < 10; minute++) {
+    now = minute * 60_000
+    if (minute === 4) for (let i = 0; i < 400; i++) refuse('{ip:heavy}')
+    for (let a = 0; a < 40; a++) for (let j = 0; j < 10; j++) refuse(`{ip:crowd-${minute}-${a}}`)
+    for (let g = 0; g < 3; g++) refuse(`{ip:ghost-${g}}`)
+  }
+  const report = counter.read(3, true)
+  t.equal(report.clients[0]?.client, '{ip:heavy}', 'the heavy client first')
+  t.equal((report.clients[0]?.wouldRefuse ?? 0) - (report.clients[0]?.error ?? 0), 400, 'surely its 400')
+  const ghosts = report.clients.filter((c) => c.client.startsWith('{ip:ghost'))
+  t.ok(ghosts.length > 0 && ghosts.every((c) => c.wouldRefuse - c.error <= 10 && c.wouldRefuse >= 10), 'a ghost: surely at most its 10, counted at least 10')
+})

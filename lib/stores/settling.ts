@@ -113,6 +113,8 @@ export class SettlingEdge implements Store {
   private healthy = true
   /** `close()` has begun: settlements reserve nothing more. */
   private closing = false
+  /** `close()` has published `'closed'`. */
+  private closed = false
   /** The settlement on its way, until the store answers; sent at `sentAtMs`. */
   private inFlight: Promise<void> | undefined
   private sentAtMs = 0
@@ -246,16 +248,19 @@ export class SettlingEdge implements Store {
       if (idle && !this.closing) {
         // An idle view keeps a reservation of its minimum, so that a client that comes back in a
         // burst finds it here: the excess goes back, a shortfall is topped up once the shared
-        // bucket (as last seen, refilled since) holds a token. Otherwise nothing to send.
+        // bucket (as last seen, refilled since) holds all of it. Otherwise nothing to send.
         const short = minimum(view) - view.reserved
-        if (Math.abs(short) < 1e-9 || (short > 0 && tokensAt(view, view.policy, nowMs) < 1)) continue
+        if (Math.abs(short) < 1e-9 || (short > 0 && tokensAt(view, view.policy, nowMs) < short)) continue
       }
       // A view's first settlement reserves no more than what is left of its first share: the other
       // replicas' first shares, not settled yet, may be spending the bucket's other tokens.
       const wanted = view.first ? view.share : Math.max(minimum(view), 2 * Math.max(view.spent, view.spentBefore), view.asked)
       const target = this.closing ? 0 : Math.min(view.policy.capacity, wanted)
       const returned = Math.max(0, view.reserved - target)
-      debits.push({ key, policy: view.policy, spent: view.unreserved - returned, reserve: target - view.reserved + returned })
+      const debit = { key, policy: view.policy, spent: view.unreserved - returned, reserve: target - view.reserved + returned }
+      // An idle view holding what it asked for (a cost above its minimum): nothing to send.
+      if (idle && debit.spent === 0 && debit.reserve === 0) continue
+      debits.push(debit)
       sent.push(view)
       view.reserved -= returned
       view.sendingReturned = returned
@@ -356,8 +361,11 @@ export class SettlingEdge implements Store {
     this.publish('degraded')
   }
 
+  /** Publishes a health event; nothing after `'closed'` (a settlement given up on after close). */
   private publish (event: 'degraded' | 'restored' | 'closed'): void {
+    if (this.closed) return
     publishStore(this, 'settle', this.shared.keyspace?.prefix ?? '', event, !this.healthy, this.replicas())
+    if (event === 'closed') this.closed = true
   }
 
   /** Keeps `debit` (spent and given back) for the next settlement, merged with what is kept for its key; at most 2 × `maxViews` keys. */
