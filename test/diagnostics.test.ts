@@ -6,7 +6,7 @@ import { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
 import tollgate, { DECISION_CHANNEL, NEAR_LIMIT_LEFT, STORE_CHANNEL, redisStore, type DecisionMessage, type Store, type StoreMessage } from '../lib/index.js'
 import { buildApp } from './helpers.js'
-import { requireRedis, startRedis } from './redis-server.js'
+import { requireRedis, startRedis, type RedisServer } from './redis-server.js'
 
 /** The messages published on `name` for the rest of test `t`. */
 function listen<M> (t: Test, name: string): M[] {
@@ -140,6 +140,14 @@ t.test('nothing is published to a subscriber that left', async (t) => {
   await app.close()
 })
 
+/** A client of `server` that reconnects every 50 ms and logs nothing; when `t` ends, the server is thawed and the client disconnected. */
+function clientOf (t: Test, server: RedisServer): Redis {
+  const client = new Redis({ port: server.port, retryStrategy: () => 50 })
+  client.on('error', () => {})
+  t.teardown(() => { server.resume(); client.disconnect() })
+  return client
+}
+
 /** Waits (up to 5 s) until `messages` holds one that `match` accepts; returns it. */
 async function eventually<M> (messages: M[], match: (message: M) => boolean, poke: () => Promise<unknown> = async () => {}): Promise<M | undefined> {
   const deadline = performance.now() + 5000
@@ -157,14 +165,13 @@ t.test('Redis: replicas counted, breaker opened and closed, degraded decisions',
   const server = await startRedis(t)
   const health = listen<StoreMessage>(t, STORE_CHANNEL)
   const decisions = listen<DecisionMessage>(t, DECISION_CHANNEL)
-  const client = new Redis({ port: server.port, retryStrategy: () => 50 })
-  client.on('error', () => {})
+  const client = clientOf(t, server)
   const store = redisStore({ client, prefix: 'diag:', failMode: 'local', timeoutMs: 50, probeIntervalMs: 100, heartbeatIntervalMs: 100, breakerThreshold: 1 })
   const app = Fastify()
   await app.register(tollgate, { store, edge: { capacity: 100, refillPerSecond: 1 } })
   app.get('/', async () => 'ok')
   await app.ready()
-  t.teardown(async () => { server.resume(); await app.close(); client.disconnect() })
+  t.teardown(async () => { server.resume(); await app.close() })
   t.match(await eventually(health, (m) => m.event === 'replicas'), { store: 'redis', prefix: 'diag:', event: 'replicas', liveReplicas: 1 }, 'a heartbeat counted the replicas')
   t.equal((await app.inject('/')).statusCode, 200)
   t.equal(decisions.at(-1)?.degraded, undefined, 'decided on Redis')
@@ -185,9 +192,7 @@ t.test('Redis: nothing is published for a store after it closed, though a call i
   if (!requireRedis(t)) return
   const server = await startRedis(t)
   const health = listen<StoreMessage>(t, STORE_CHANNEL)
-  const client = new Redis({ port: server.port, retryStrategy: () => 50 })
-  client.on('error', () => {})
-  t.teardown(() => { server.resume(); client.disconnect() })
+  const client = clientOf(t, server)
   const store = redisStore({ client, prefix: 'late:', timeoutMs: 50, heartbeatIntervalMs: 0, breakerThreshold: 1 })
   const app = Fastify()
   await app.register(tollgate, { store, edge: { capacity: 100, refillPerSecond: 1 } })
@@ -207,9 +212,7 @@ t.test('settle edge: nothing is published after close, though a settlement is gi
   if (!requireRedis(t)) return
   const server = await startRedis(t)
   const health = listen<StoreMessage>(t, STORE_CHANNEL)
-  const client = new Redis({ port: server.port, retryStrategy: () => 50 })
-  client.on('error', () => {})
-  t.teardown(() => { server.resume(); client.disconnect() })
+  const client = clientOf(t, server)
   const app = Fastify()
   await app.register(tollgate, {
     store: redisStore({ client, prefix: 'late-settle:', timeoutMs: 2000, heartbeatIntervalMs: 0 }),
