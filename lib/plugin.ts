@@ -17,6 +17,7 @@ import { RouteTable } from './routes.js'
 import { checkOptions, type LimitDecision, type Settings, type TollgateOptions } from './options.js'
 import { checkInteger, checkKnownKeys, checkNumber, checkObject, failOption } from './validate.js'
 import type { ShadowReport } from './shadow-report.js'
+import { MemoryStore } from './stores/memory.js'
 import { SettlingEdge } from './stores/settling.js'
 import { Penalties } from './penalty.js'
 import { claimStore, trustProxyOption, Warnings } from './warnings.js'
@@ -136,6 +137,7 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
   const keyspace = settings.store.keyspace ?? { owner: settings.store, prefix: '' }
   const claim = claimStore(keyspace.owner, keyspace.prefix)
   if (claim.shared) warnings.warn('TOLLGATE_SHARED_STORE', { prefix: keyspace.prefix })
+  if (edge !== undefined && edge.mode !== 'exact' && settings.store instanceof MemoryStore) warnings.warn('TOLLGATE_EDGE_MODE_LOCAL', { mode: edge.mode })
   const keys = appKeys(edge?.ipv6Subnet ?? 64, perConnection)
   // A route's own quota by bucket name, for `fastify.tollgate` calls that name it.
   const routeQuotas: RouteQuotas = new Map()

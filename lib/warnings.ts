@@ -30,7 +30,10 @@ export const WARNINGS = {
     'edge.key returned a promise: it must return the key synchronously (the edge runs before anything is awaited). Such requests are keyed by client IP.',
   /** At startup: a second registration in this process on the same store, or the same Redis client and prefix. */
   TOLLGATE_SHARED_STORE:
-    'Another fastify-tollgate registration uses the same store (or the same Redis client and prefix): their buckets share keys and drain each other. Give each its own store or prefix.'
+    'Another fastify-tollgate registration uses the same store (or the same Redis client and prefix): their buckets share keys and drain each other. Give each its own store or prefix.',
+  /** At startup: `edge.mode` 'replica-share' or 'settle' on the memory store, which no replica shares. */
+  TOLLGATE_EDGE_MODE_LOCAL:
+    'edge.mode is for a store the replicas share, but the store is the memory store: each replica counts alone (every edge mode is the same there). Pass store: redisStore(...) to share the quota, or leave edge.mode out.'
 } as const
 
 export type WarningCode = keyof typeof WARNINGS

@@ -23,7 +23,7 @@ async function appWith (options: TollgateOptions, server: FastifyServerOptions =
 }
 
 t.test('each warning has a message that names the problem', async (t) => {
-  t.same(Object.keys(WARNINGS).sort(), ['TOLLGATE_ASYNC_EDGE_KEY', 'TOLLGATE_ASYNC_IDENTIFY', 'TOLLGATE_FORWARDED_WITHOUT_TRUST_PROXY', 'TOLLGATE_IDENTITY_QUOTA_IGNORED', 'TOLLGATE_ONLY_ANONYMOUS', 'TOLLGATE_ROUTE_BEFORE_PLUGIN', 'TOLLGATE_SHARED_STORE', 'TOLLGATE_TRUST_PROXY_TRUE'])
+  t.same(Object.keys(WARNINGS).sort(), ['TOLLGATE_ASYNC_EDGE_KEY', 'TOLLGATE_ASYNC_IDENTIFY', 'TOLLGATE_EDGE_MODE_LOCAL', 'TOLLGATE_FORWARDED_WITHOUT_TRUST_PROXY', 'TOLLGATE_IDENTITY_QUOTA_IGNORED', 'TOLLGATE_ONLY_ANONYMOUS', 'TOLLGATE_ROUTE_BEFORE_PLUGIN', 'TOLLGATE_SHARED_STORE', 'TOLLGATE_TRUST_PROXY_TRUE'])
   for (const message of Object.values(WARNINGS)) t.ok(message.length > 40)
 })
 
@@ -100,6 +100,24 @@ t.test('TOLLGATE_ONLY_ANONYMOUS: the app layer never saw a user', async (t) => {
   for (let i = 0; i < ONLY_ANONYMOUS_AFTER; i++) await off.app.inject('/')
   t.same(off.codes(), [], 'switched off')
   await off.app.close()
+})
+
+t.test('TOLLGATE_EDGE_MODE_LOCAL: an edge mode for replicas on the memory store', async (t) => {
+  const codesOf = async (options: TollgateOptions): Promise<Array<{ code: string, mode?: unknown }>> => {
+    const { lines, logger } = logSink()
+    const app = Fastify({ logger })
+    await app.register(tollgate, options)
+    await app.ready()
+    await app.close()
+    return lines.filter((line) => line.code !== undefined).map((line) => ({ code: line.code as string, mode: line.mode }))
+  }
+  t.same(await codesOf({ edge: { ...EDGE, mode: 'settle' } }), [{ code: 'TOLLGATE_EDGE_MODE_LOCAL', mode: 'settle' }], 'the default store')
+  t.same(await codesOf({ store: memoryStore({ replicas: 3 }), edge: { ...EDGE, mode: 'replica-share' } }), [{ code: 'TOLLGATE_EDGE_MODE_LOCAL', mode: 'replica-share' }])
+  t.same(await codesOf({ edge: { ...EDGE, mode: 'exact' } }), [], "'exact': nothing")
+  const client = new Redis({ lazyConnect: true })
+  t.same(await codesOf({ store: redisStore({ client, heartbeatIntervalMs: 0, connectWaitMs: 0 }), edge: { ...EDGE, mode: 'replica-share' } }), [], 'a shared store: nothing')
+  client.disconnect()
+  t.same(await codesOf({ edge: { ...EDGE, mode: 'settle' }, warnings: { TOLLGATE_EDGE_MODE_LOCAL: false } }), [], 'switched off')
 })
 
 t.test('TOLLGATE_SHARED_STORE: two registrations on one store or one Redis prefix', async (t) => {
