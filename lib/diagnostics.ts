@@ -151,9 +151,18 @@ export function publishUnavailable (request: FastifyRequest, layer: DecisionMess
   decisionChannel.publish(message)
 }
 
-/** Publishes a store health change, when someone subscribes. */
+/** Each open shared store's last health message, by store object: what a subscriber that came later reads (`storeHealth`). */
+const lastHealth = new Map<object, StoreMessage>()
+
+/** Records a store health change (a closed store is forgotten) and publishes it when someone subscribes. */
 export function publishStore (instance: object, store: StoreMessage['store'], prefix: string, event: StoreMessage['event'], degraded: boolean, liveReplicas: number): void {
-  if (!storeChannel.hasSubscribers) return
   const message: StoreMessage = { store, prefix, instance, event, degraded, liveReplicas }
-  storeChannel.publish(message)
+  if (event === 'closed') lastHealth.delete(instance)
+  else lastHealth.set(instance, message)
+  if (storeChannel.hasSubscribers) storeChannel.publish(message)
+}
+
+/** The last health message of each open shared store of this process (its state now). */
+export function storeHealth (): IterableIterator<StoreMessage> {
+  return lastHealth.values()
 }

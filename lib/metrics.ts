@@ -9,14 +9,15 @@
  * app.get('/metrics', { config: { rateLimit: false } }, async (_, reply) => reply.type(register.contentType).send(await register.metrics()))
  * ```
  *
- * It subscribes to the plugin's diagnostics channels (diagnostics.ts), so every
- * registration of the plugin in the process is counted, whenever it was made.
+ * It subscribes to the plugin's decision channel (diagnostics.ts), so every
+ * registration of the plugin in the process is counted, whenever it was made;
+ * the store gauges read each open store's health as it is when collected.
  * Label values are bounded: layers, outcomes and the configured tiers, routes by
  * their pattern (at most `maxRoutes`, then `other`), stores by their prefix.
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import { Counter, Gauge, Histogram, register, type OpenMetricsContentType, type PrometheusContentType, type Registry } from 'prom-client'
-import { DECISION_CHANNEL, STORE_CHANNEL, type DecisionMessage, type StoreMessage } from './diagnostics.js'
+import { DECISION_CHANNEL, storeHealth, type DecisionMessage, type StoreMessage } from './diagnostics.js'
 import { checkFunction, checkInteger, checkKnownKeys, checkObject, expected, failOption } from './validate.js'
 
 export interface TollgateMetricsOptions {
@@ -112,13 +113,18 @@ export function tollgateMetrics (options: TollgateMetricsOptions = {}): Tollgate
     buckets: latencyBuckets,
     registers
   })
-  // Each open store's last message, by its labels: a gauge is set from them when prom-client collects.
-  const stores = new Map<string, { labels: Record<'store' | 'prefix', string>, instances: Map<object, StoreMessage> }>()
+  // The gauges are set when prom-client collects, from each open store's last health message, by labels.
   const fromStores = (gauge: Gauge<'store' | 'prefix'>, value: (messages: StoreMessage[]) => number | undefined): void => {
     gauge.reset()
-    for (const { labels, instances } of stores.values()) {
-      const shown = value([...instances.values()])
-      if (shown !== undefined) gauge.set(labels, shown)
+    const byLabels = new Map<string, StoreMessage[]>()
+    for (const health of storeHealth()) {
+      const key = `${health.store}\n${health.prefix}`
+      byLabels.set(key, [...byLabels.get(key) ?? [], health])
+    }
+    for (const messages of byLabels.values()) {
+      const shown = value(messages)
+      const { store, prefix: storePrefix } = messages[0] as StoreMessage
+      if (shown !== undefined) gauge.set({ store, prefix: storePrefix }, shown)
     }
   }
   const degraded = new Gauge({
@@ -160,32 +166,11 @@ export function tollgateMetrics (options: TollgateMetricsOptions = {}): Tollgate
     latency.observe(layerLabels[layer], storeMs / 1000)
     if (penalty?.state === 'started') penalties.inc(layerLabels[layer])
   }
-  // Stores that closed: a message one sends after (a call that failed late) is not counted.
-  const closed = new WeakSet<object>()
-  const onStore = (message: unknown): void => {
-    const health = message as StoreMessage
-    if (closed.has(health.instance)) return
-    const key = `${health.store}\n${health.prefix}`
-    let known = stores.get(key)
-    if (health.event === 'closed') {
-      closed.add(health.instance)
-      known?.instances.delete(health.instance)
-      if (known?.instances.size === 0) stores.delete(key)
-      return
-    }
-    if (known === undefined) {
-      known = { labels: { store: health.store, prefix: health.prefix }, instances: new Map() }
-      stores.set(key, known)
-    }
-    known.instances.set(health.instance, health)
-  }
   subscribe(DECISION_CHANNEL, onDecision)
-  subscribe(STORE_CHANNEL, onStore)
   const ours = [decisions, penalties, latency, degraded, replicas]
   return {
     close () {
       unsubscribe(DECISION_CHANNEL, onDecision)
-      unsubscribe(STORE_CHANNEL, onStore)
       // Only ours: a second close() must not remove the metrics of a later tollgateMetrics() on this registry.
       names.forEach((name, i) => { if (registry.getSingleMetric(name) === ours[i]) registry.removeSingleMetric(name) })
     }

@@ -1,10 +1,9 @@
 /** fastify-tollgate/metrics: Prometheus metrics from the diagnostics channels (lib/metrics.ts). */
-import { channel } from 'node:diagnostics_channel'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Redis } from 'ioredis'
 import { Registry } from 'prom-client'
 import t from 'tap'
-import tollgate, { redisStore, STORE_CHANNEL } from '../lib/index.js'
+import tollgate, { redisStore } from '../lib/index.js'
 import { OTHER_ROUTE, tollgateMetrics, UNMATCHED_ROUTE } from '../lib/metrics.js'
 import { buildApp } from './helpers.js'
 import { requireRedis, startRedis } from './redis-server.js'
@@ -126,20 +125,30 @@ t.test('close(): stops counting and frees the names', async (t) => {
   await app.close()
 })
 
-t.test('a store that closed: a late message from it is not counted', async (t) => {
+t.test('metrics made after a store degraded show it at once', async (t) => {
+  if (!requireRedis(t)) return
+  const server = await startRedis(t)
+  const client = new Redis({ port: server.port, retryStrategy: () => 50 })
+  client.on('error', () => {})
+  const app = Fastify()
+  await app.register(tollgate, { store: redisStore({ client, prefix: 'late-metrics:', timeoutMs: 50, probeIntervalMs: 100, heartbeatIntervalMs: 0, breakerThreshold: 1 }), edge: { capacity: 100, refillPerSecond: 1 } })
+  app.get('/', async () => 'ok')
+  await app.ready()
+  t.teardown(async () => { server.resume(); await app.close(); client.disconnect() })
+  server.pause()
+  t.equal((await app.inject('/')).statusCode, 200, 'decided by failMode: the breaker opens')
   const registry = new Registry()
   const metrics = tollgateMetrics({ registry })
   t.teardown(() => { metrics.close() })
-  const store = channel(STORE_CHANNEL)
-  const instance = {}
-  const message = (event: string, degraded: boolean): object => ({ store: 'redis', prefix: 'p:', instance, event, degraded, liveReplicas: 2 })
-  store.publish(message('replicas', false))
   const degraded = async (): Promise<number | undefined> =>
-    parseExposition(await registry.metrics()).samples.find((s) => s.name === 'tollgate_store_degraded')?.value
-  t.equal(await degraded(), 0)
-  store.publish(message('closed', false))
-  store.publish(message('degraded', true))
-  t.equal(await degraded(), undefined, 'gone with its store, and not back')
+    parseExposition(await registry.metrics()).samples.find((s) => s.name === 'tollgate_store_degraded' && s.labels.prefix === 'late-metrics:')?.value
+  t.equal(await degraded(), 1, 'degraded, though it happened before the metrics')
+  server.resume()
+  const deadline = performance.now() + 5000
+  while (performance.now() < deadline && await degraded() !== 0) { await app.inject('/'); await new Promise((resolve) => setTimeout(resolve, 20)) }
+  t.equal(await degraded(), 0, 'restored')
+  await app.close()
+  t.equal(await degraded(), undefined, 'closed: no series')
 })
 
 t.test('invalid options fail with a coded error naming them', async (t) => {
