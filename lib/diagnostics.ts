@@ -1,8 +1,9 @@
 /**
  * What the limiter does, on `node:diagnostics_channel`: one message per layer
  * decision (`DECISION_CHANNEL`) and one per change of a store's health
- * (`STORE_CHANNEL`). Nothing is built when no one subscribes: each publisher
- * first reads the channel's `hasSubscribers`.
+ * (`STORE_CHANNEL`). A decision's message is built only when someone subscribes
+ * (one read of `hasSubscribers` per decision otherwise); a store's health is kept
+ * for `storeHealth()` either way (a change is rare).
  *
  * ```ts
  * import { subscribe } from 'node:diagnostics_channel'
@@ -131,7 +132,7 @@ export function publishDecision (request: FastifyRequest, limit: LimitDecision, 
   decisionChannel.publish(message)
 }
 
-/** Publishes a store that could not decide (the request got a 503). */
+/** Publishes a store that could not decide (the request got a 503, or passed in shadow mode). */
 export function publishUnavailable (request: FastifyRequest, layer: DecisionMessage['layer'], tier: string | undefined, cost: number, storeMs: number, shadow: boolean): void {
   const message: DecisionMessage = {
     layer,

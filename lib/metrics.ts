@@ -61,12 +61,13 @@ function checkBuckets (value: unknown): number[] {
 }
 
 /**
- * Registers the limiter's metrics and counts every decision and store change from
- * now on: `<prefix>decisions_total{layer,tier,route,outcome}`,
- * `<prefix>penalties_started_total{layer}`, `<prefix>store_duration_seconds{layer}`,
- * `<prefix>store_degraded{store,prefix}` and `<prefix>live_replicas{store,prefix}`.
- * Throws `TOLLGATE_INVALID_OPTION` for a bad option, and prom-client's error when
- * the registry already holds a metric of one of those names.
+ * Registers the limiter's metrics and counts every decision from now on:
+ * `<prefix>decisions_total{layer,tier,route,outcome}`,
+ * `<prefix>penalties_started_total{layer}`, `<prefix>store_duration_seconds{layer}`;
+ * `<prefix>store_degraded{store,prefix}` and `<prefix>live_replicas{store,prefix}`
+ * show each open shared store's health at the scrape. Throws
+ * `TOLLGATE_INVALID_OPTION` for a bad option, or for a registry that already holds
+ * one of those names (nothing is registered then).
  */
 export function tollgateMetrics (options: TollgateMetricsOptions = {}): TollgateMetrics {
   const given = checkObject(failOption, 'tollgateMetrics', options)
@@ -157,8 +158,8 @@ export function tollgateMetrics (options: TollgateMetricsOptions = {}): Tollgate
   }
   const layerLabels = { edge: { layer: 'edge' }, app: { layer: 'app' } } as const
   const onDecision = (message: unknown): void => {
-    const { layer, tier = '', outcome, storeMs, penalty } = message as DecisionMessage
-    const route = routeLabel((message as DecisionMessage).route)
+    const { layer, tier = '', outcome, storeMs, penalty, route: pattern } = message as DecisionMessage
+    const route = routeLabel(pattern)
     const key = `${layer}\n${tier}\n${route}\n${outcome}`
     const counted = decisionCounts.get(key)
     if (counted === undefined) decisionCounts.set(key, { labels: { layer, tier, route, outcome }, value: 1 })

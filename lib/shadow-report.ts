@@ -63,35 +63,44 @@ export interface ShadowReport {
   tiers: ShadowCount[]
 }
 
+/** A client's key in a minute's list and in the report: its layer and its client part. */
+function clientKey (count: { layer: string, client: string }): string {
+  return `${count.layer}\n${count.client}`
+}
+
 /** The clients of one minute, as a min-heap by count (Space-Saving). */
 class TopClients {
   private readonly heap: ShadowClientCount[] = []
-  private readonly index = new Map<string, number>()
+  private readonly byKey = new Map<string, ShadowClientCount>()
+  /** Each entry's place in the heap. */
+  private readonly places = new Map<ShadowClientCount, number>()
 
   constructor (private readonly capacity: number) {}
 
   /** The entry of `key`, made by `make` (in the place of the least counted when full), for the caller to count. */
   entry (key: string, make: () => ShadowClientCount): ShadowClientCount {
-    const at = this.index.get(key)
-    if (at !== undefined) return this.heap[at] as ShadowClientCount
+    const known = this.byKey.get(key)
+    if (known !== undefined) return known
     const made = make()
+    this.byKey.set(key, made)
     if (this.heap.length < this.capacity) {
       this.heap.push(made)
-      this.index.set(key, this.heap.length - 1)
+      this.places.set(made, this.heap.length - 1)
       this.toRoot(this.heap.length - 1)
       return made
     }
     const least = this.heap[0] as ShadowClientCount
-    this.index.delete(`${least.layer}\n${least.client}`)
+    this.byKey.delete(clientKey(least))
+    this.places.delete(least)
     made.wouldRefuse = made.error = least.wouldRefuse
     this.heap[0] = made
-    this.index.set(key, 0)
+    this.places.set(made, 0)
     return made
   }
 
-  /** Restores the order after `key`'s count went up. */
-  counted (key: string): void {
-    this.down(this.index.get(key) as number)
+  /** Restores the order after `entry`'s count went up. */
+  counted (entry: ShadowClientCount): void {
+    this.down(this.places.get(entry) as number)
   }
 
   values (): readonly ShadowClientCount[] {
@@ -130,8 +139,8 @@ class TopClients {
     const second = this.heap[b] as ShadowClientCount
     this.heap[a] = second
     this.heap[b] = first
-    this.index.set(`${second.layer}\n${second.client}`, a)
-    this.index.set(`${first.layer}\n${first.client}`, b)
+    this.places.set(second, a)
+    this.places.set(first, b)
   }
 }
 
@@ -209,18 +218,11 @@ export class ShadowCounter {
     })
     const tier = limit.tier
     slice.wouldRefuse++
-    const tierKey = `${layer}\n${tier ?? ''}`
-    let tierCount = slice.tiers.get(tierKey)
-    if (tierCount === undefined) {
-      tierCount = { layer, ...(tier !== undefined && { tier }), wouldRefuse: 0, limits: noLimits() }
-      slice.tiers.set(tierKey, tierCount)
-    }
-    add(tierCount, 1, lacking)
+    add(entryOf(slice.tiers, `${layer}\n${tier ?? ''}`, () => ({ layer, ...(tier !== undefined && { tier }), wouldRefuse: 0, limits: noLimits() })), 1, lacking)
     const client = clientOf((limit.buckets[0] as { key: string }).key)
-    const clientKey = `${layer}\n${client}`
-    const counted = slice.clients.entry(clientKey, () => ({ client, layer, ...(tier !== undefined && { tier }), wouldRefuse: 0, error: 0, limits: noLimits() }))
+    const counted = slice.clients.entry(clientKey({ layer, client }), () => ({ client, layer, ...(tier !== undefined && { tier }), wouldRefuse: 0, error: 0, limits: noLimits() }))
     add(counted, 1, lacking)
-    slice.clients.counted(clientKey)
+    slice.clients.counted(counted)
   }
 
   /** The last minutes' counts, the `top` clients with the most would-be refusals. */
@@ -238,7 +240,7 @@ export class ShadowCounter {
       const floor = slice.clients.floor
       floors += floor
       for (const count of slice.clients.values()) {
-        const into = entryOf(clients, `${count.layer}\n${count.client}`, () => ({ ...emptied(count), error: 0 }))
+        const into = entryOf(clients, clientKey(count), () => ({ ...emptied(count), error: 0 }))
         add(into, count.wouldRefuse, count.limits)
         into.error += count.error
         unlistedFloors.set(into, (unlistedFloors.get(into) ?? 0) + floor)
