@@ -1,6 +1,8 @@
 /** fastify.tollgate.shadowReport(): the clients and tiers shadow mode would have refused most (lib/shadow-report.ts). */
+import Fastify from 'fastify'
 import t from 'tap'
-import { per } from '../lib/index.js'
+import tollgate, { memoryStore, per } from '../lib/index.js'
+import { ShadowCounter } from '../lib/shadow-report.js'
 import { buildApp, manualClock, readyWith } from './helpers.js'
 
 const from = (remoteAddress: string): { url: string, remoteAddress: string } => ({ url: '/', remoteAddress })
@@ -154,9 +156,6 @@ t.test('limit names like Object.prototype members count as any other', async (t)
 })
 
 t.test('a cost above a replica share passes by overdraft on a full share: that limit did not lack', async (t) => {
-  const Fastify = (await import('fastify')).default
-  const tollgate = (await import('../lib/index.js')).default
-  const { memoryStore } = await import('../lib/index.js')
   const clock = manualClock()
   const app = Fastify()
   // Two replicas: `second` 5 of 10 (refilling 5/s), `hour` 50 of 100 (never). A cost of 8 passes on a full `second` share.
@@ -201,8 +200,6 @@ t.test('invalid options fail with a coded error naming them', async (t) => {
 })
 
 t.test("a custom store without a clock: the report keeps this process's time", async (t) => {
-  const Fastify = (await import('fastify')).default
-  const tollgate = (await import('../lib/index.js')).default
   const app = Fastify()
   const refusing = { consume: () => ({ allowed: false, tokens: [0], retryAfterMs: 1000 }), close () {} }
   await app.register(tollgate, { store: refusing, edge: { capacity: 5, refillPerSecond: 1 }, shadow: true })
@@ -214,7 +211,6 @@ t.test("a custom store without a clock: the report keeps this process's time", a
 
 t.test('a clock that is not a finite number counts into the newest minute', async (t) => {
   let now = Number.NaN
-  const { ShadowCounter } = await import('../lib/shadow-report.js')
   const counter = new ShadowCounter(2, 10, () => now)
   const limit = { layer: 'edge' as const, allowed: false, cost: 1, retryAfterMs: 1000, buckets: [{ name: 'edge', key: '{ip:203.0.113.7}:edge', capacity: 1, refillPerSecond: 1, tokens: 0 }] }
   const asked = [{ key: '{ip:203.0.113.7}:edge', policy: { capacity: 1, refillPerSecond: 1 }, cost: 1 }]
@@ -267,7 +263,6 @@ t.test('ranked by what a client surely had: addresses that inherit counts do not
 t.test('ranked by what a client surely had, though addresses that come last in each minute inherit higher counts', async (t) => {
   // The second outside read's gaming: 3 addresses make one would-be refusal at the end of every minute.
   let now = 0
-  const { ShadowCounter } = await import('../lib/shadow-report.js')
   const counter = new ShadowCounter(10, 10, () => now)
   const refuse = (client: string): void => {
     const key = `${client}:edge`

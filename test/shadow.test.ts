@@ -1,6 +1,7 @@
+import Fastify from 'fastify'
 import t from 'tap'
 import { buildApp, logSink, statuses } from './helpers.js'
-import type { LimitDecision } from '../lib/index.js'
+import tollgate, { StoreUnavailableError, type LimitDecision } from '../lib/index.js'
 
 t.test('shadow mode decides, counts, sets headers and logs would-be refusals, but never refuses', async (t) => {
   const { lines, logger } = logSink()
@@ -78,9 +79,6 @@ t.test('the debug line of a refusal: pino at info writes none; a logger without 
 
 t.test('shadow mode never refuses, even when the store cannot decide', async (t) => {
   const { lines, logger } = logSink()
-  const Fastify = (await import('fastify')).default
-  const tollgate = (await import('../lib/index.js')).default
-  const { StoreUnavailableError } = await import('../lib/index.js')
   let failure: Error = new Error('disk on fire')
   const app = Fastify({ logger })
   await app.register(tollgate, { store: { consume: () => { throw failure }, close () {} }, edge: { capacity: 5, refillPerSecond: 1 }, shadow: true })
