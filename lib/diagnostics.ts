@@ -154,12 +154,19 @@ export function publishUnavailable (request: FastifyRequest, layer: DecisionMess
 
 /** Each open shared store's last health message, by store object: what a subscriber that came later reads (`storeHealth`). */
 const lastHealth = new Map<object, StoreMessage>()
+/** Stores that published `'closed'`: what they send after (a call that failed late) is dropped. */
+const closedStores = new WeakSet<object>()
 
-/** Records a store health change (a closed store is forgotten) and publishes it when someone subscribes. */
+/** Records a store health change (a closed store is forgotten) and publishes it when someone subscribes; nothing after `'closed'`. */
 export function publishStore (instance: object, store: StoreMessage['store'], prefix: string, event: StoreMessage['event'], degraded: boolean, liveReplicas: number): void {
+  if (closedStores.has(instance)) return
   const message: StoreMessage = { store, prefix, instance, event, degraded, liveReplicas }
-  if (event === 'closed') lastHealth.delete(instance)
-  else lastHealth.set(instance, message)
+  if (event === 'closed') {
+    closedStores.add(instance)
+    lastHealth.delete(instance)
+  } else {
+    lastHealth.set(instance, message)
+  }
   if (storeChannel.hasSubscribers) storeChannel.publish(message)
 }
 

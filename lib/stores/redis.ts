@@ -131,8 +131,6 @@ export class RedisStore implements Store {
   private readonly replicaId = randomUUID()
   private readonly heartbeatIntervalMs: number
   private heartbeatTimer: NodeJS.Timeout | undefined
-  /** `close()` has published `'closed'`. */
-  private closed = false
   private logger: StoreLogger = silent
   private readonly lastLogged = new Map<string, { atMs: number, suppressed: number }>()
 
@@ -326,11 +324,9 @@ export class RedisStore implements Store {
     if (this.breaker.failed(this.now())) this.publish('degraded')
   }
 
-  /** Publishes a health event; nothing after `'closed'` (a call that fails after close opens the breaker). */
+  /** Publishes a health event (publishStore drops those after `'closed'`: a call that fails after close). */
   private publish (event: StoreMessage['event']): void {
-    if (this.closed) return
     publishStore(this, 'redis', this.prefix, event, this.breaker.state !== 'closed', this.liveReplicas)
-    if (event === 'closed') this.closed = true
   }
 
   /** Logs that Redis cannot be used, by `failMode` (at most once per `logIntervalMs`). Throws for `'closed'`. */

@@ -113,8 +113,6 @@ export class SettlingEdge implements Store {
   private healthy = true
   /** `close()` has begun: settlements reserve nothing more. */
   private closing = false
-  /** `close()` has published `'closed'`. */
-  private closed = false
   /** The settlement on its way, until the store answers; sent at `sentAtMs`. */
   private inFlight: Promise<void> | undefined
   private sentAtMs = 0
@@ -361,11 +359,9 @@ export class SettlingEdge implements Store {
     this.publish('degraded')
   }
 
-  /** Publishes a health event; nothing after `'closed'` (a settlement given up on after close). */
+  /** Publishes a health event (publishStore drops those after `'closed'`: a settlement given up on after close). */
   private publish (event: 'degraded' | 'restored' | 'closed'): void {
-    if (this.closed) return
     publishStore(this, 'settle', this.shared.keyspace?.prefix ?? '', event, !this.healthy, this.replicas())
-    if (event === 'closed') this.closed = true
   }
 
   /** Keeps `debit` (spent and given back) for the next settlement, merged with what is kept for its key; at most 2 × `maxViews` keys. */
