@@ -17,8 +17,8 @@
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import { Counter, Gauge, Histogram, register, type OpenMetricsContentType, type PrometheusContentType, type Registry } from 'prom-client'
-import { DECISION_CHANNEL, storeHealth, type DecisionMessage, type StoreMessage } from './diagnostics.js'
-import { checkFunction, checkInteger, checkKnownKeys, checkObject, expected, failOption } from './validate.js'
+import { DECISION_CHANNEL, storeHealth, type DecisionMessage, type StoreMessage } from './output/diagnostics.js'
+import { checkFunction, checkInteger, checkKnownKeys, checkObject, expected, failOption } from './config/check.js'
 
 export interface TollgateMetricsOptions {
   /** Where the metrics are registered (Prometheus or OpenMetrics). Default: prom-client's global `register`. */

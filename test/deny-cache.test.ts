@@ -5,7 +5,7 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { memoryStore, redisStore, type BucketPolicy, type Store } from '../lib/index.js'
-import { DenyCache, readRefusal } from '../lib/stores/deny-cache.js'
+import { DenyCache, readRefusal } from '../lib/stores/redis/deny-cache.js'
 import { buildAppOn, manualClock } from './helpers.js'
 import { requireRedis, startRedis } from './redis-server.js'
 

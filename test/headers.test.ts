@@ -2,7 +2,7 @@ import t from 'tap'
 import Fastify from 'fastify'
 import tollgate, { memoryStore } from '../lib/index.js'
 import { buildApp } from './helpers.js'
-import { namedPolicy, retryAfterSeconds, stateMember } from '../lib/headers.js'
+import { namedPolicy, retryAfterSeconds, stateMember } from '../lib/output/headers.js'
 
 const layers = { edge: { capacity: 100, refillPerSecond: 50 }, app: { tiers: { default: { capacity: 20, refillPerSecond: 5 } } } }
 

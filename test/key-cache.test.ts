@@ -2,7 +2,7 @@ import t from 'tap'
 import { Agent, request } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { FastifyRequest } from 'fastify'
-import { ofClientAddress, MAX_CACHED_INPUT_LENGTH, MAX_CACHED_RESULTS, memoize } from '../lib/key-cache.js'
+import { ofClientAddress, MAX_CACHED_INPUT_LENGTH, MAX_CACHED_RESULTS, memoize } from '../lib/layers/key-cache.js'
 import { buildApp } from './helpers.js'
 
 t.test('memoize: one computation per input, bounded; long inputs computed each time', async (t) => {

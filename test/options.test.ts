@@ -1,8 +1,8 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { routeBucket } from '../lib/options.js'
+import { routeBucket } from '../lib/config/options.js'
 import { memoryStore } from '../lib/index.js'
-import { describe } from '../lib/validate.js'
+import { describe } from '../lib/config/check.js'
 import { readyWith } from './helpers.js'
 
 const policy = { capacity: 20, refillPerSecond: 5 }

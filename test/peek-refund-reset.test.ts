@@ -13,7 +13,7 @@ import tollgate, {
   memoryStore, RateLimitedError, redisStore, StoreUnavailableError, StoreUnsupportedError,
   type BucketPolicy, type BucketRequest, type FailMode, type LayerBucket, type RedisStore, type Store, type StoreLogger
 } from '../lib/index.js'
-import { parseReading } from '../lib/stores/redis-bucket.js'
+import { parseReading } from '../lib/stores/redis/bucket-script.js'
 import { buildApp, buildAppOn, manualClock, statuses } from './helpers.js'
 import { commandCalls, freePort, requireRedis, startCluster, startRedis } from './redis-server.js'
 

@@ -7,7 +7,7 @@
 import t from 'tap'
 import Fastify from 'fastify'
 import tollgate from '../lib/index.js'
-import { POLICY_BOUNDS } from '../lib/validate.js'
+import { POLICY_BOUNDS } from '../lib/config/check.js'
 import { readyWith } from './helpers.js'
 
 const tiers = { default: { capacity: 20, refillPerSecond: 5 } }

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { redisStore, StoreUnavailableError, type RedisClientLike } from '../lib/index.js'
-import { MAX_BATCH, MicroBatcher } from '../lib/stores/redis-batch.js'
+import { MAX_BATCH, MicroBatcher } from '../lib/stores/redis/batcher.js'
 import { manualClock } from './helpers.js'
 import { commandCalls, requireRedis, startRedis } from './redis-server.js'
 

@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import tollgate, { redisStore, type RedisStore } from '../lib/index.js'
-import { BoundedWait } from '../lib/stores/bounded-wait.js'
+import { BoundedWait } from '../lib/stores/redis/bounded-wait.js'
 import { requireRedis, startRedis, type RedisServer } from './redis-server.js'
 
 const policy = { capacity: 10, refillPerSecond: 1 }

@@ -2,7 +2,7 @@ import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Cluster, Redis } from 'ioredis'
 import tollgate, { memoryStore, redisStore, type RedisStore, type Store } from '../lib/index.js'
-import { clusterSlot } from '../lib/stores/cluster-slot.js'
+import { clusterSlot } from '../lib/stores/redis/cluster-slot.js'
 import { commandCalls, redisAvailable, requireRedis, startCluster, startRedis, type RedisServer } from './redis-server.js'
 
 /** Three replicas of one API, each with its own store. */

@@ -1,6 +1,6 @@
 import t from 'tap'
 import Fastify, { type FastifyRequest } from 'fastify'
-import { routeConfigReader } from '../lib/route-config.js'
+import { routeConfigReader } from '../lib/layers/route-config.js'
 
 t.test('routeConfigReader: the route config of each request, the same object routeOptions gives', async (t) => {
   const app = Fastify()

@@ -2,7 +2,7 @@
 import Fastify from 'fastify'
 import t from 'tap'
 import tollgate, { memoryStore, per } from '../lib/index.js'
-import { ShadowCounter } from '../lib/shadow-report.js'
+import { ShadowCounter } from '../lib/output/shadow-report.js'
 import { buildApp, manualClock, readyWith } from './helpers.js'
 
 const from = (remoteAddress: string): { url: string, remoteAddress: string } => ({ url: '/', remoteAddress })

@@ -11,7 +11,7 @@ import Fastify, { type InjectOptions, type LightMyRequestResponse } from 'fastif
 import { Redis } from 'ioredis'
 import { parseList, serializeList } from 'structured-headers'
 import tollgate, { memoryStore, redisStore, type Store, type TollgateOptions } from '../lib/index.js'
-import { MAX_FIELD_INTEGER } from '../lib/headers.js'
+import { MAX_FIELD_INTEGER } from '../lib/output/headers.js'
 import { buildApp, manualClock } from './helpers.js'
 import { freePort, requireRedis, startRedis } from './redis-server.js'
 

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { memoryStore, redisStore, type RedisClientLike } from '../lib/index.js'
-import { MAX_TIMER_MS } from '../lib/validate.js'
+import { MAX_TIMER_MS } from '../lib/config/check.js'
 
 const THIRTY_DAYS_MS = 30 * 86_400_000
 

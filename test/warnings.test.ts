@@ -6,7 +6,7 @@ import t from 'tap'
 import Fastify, { type FastifyServerOptions } from 'fastify'
 import { Redis } from 'ioredis'
 import tollgate, { memoryStore, redisStore, WARNINGS, type TollgateOptions, type WarningCode } from '../lib/index.js'
-import { ONLY_ANONYMOUS_AFTER } from '../lib/warnings.js'
+import { ONLY_ANONYMOUS_AFTER } from '../lib/output/warnings.js'
 import { logSink, unhandledRejections } from './helpers.js'
 
 const EDGE = { capacity: 1000, refillPerSecond: 100 }

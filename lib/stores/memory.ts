@@ -6,9 +6,9 @@
  * O(1), and no object per bucket.
  */
 import { performance } from 'node:perf_hooks'
-import { consume, consumeOne, msUntilFull, read, refund, type BucketDecision, type BucketPolicy, type BucketReading, type BucketState } from '../bucket.js'
-import { checkFunction, checkInteger, checkKnownKeys, checkObject, checkTimer, failOption } from '../validate.js'
-import type { BucketRequest, Store } from '../store.js'
+import { consume, consumeOne, msUntilFull, read, refund, type BucketDecision, type BucketPolicy, type BucketReading, type BucketState } from '../engine/bucket.js'
+import { checkFunction, checkInteger, checkKnownKeys, checkObject, checkTimer, failOption } from '../config/check.js'
+import type { BucketRequest, Store } from '../types/store.js'
 
 export interface MemoryStoreOptions {
   /**

@@ -5,8 +5,8 @@
  * Spread evenly, N replicas admit B + R·t over t seconds together, as one bucket
  * would; a client pinned to one replica gets 1/N of its quota.
  */
-import type { BucketPolicy } from '../bucket.js'
-import type { BucketRequest, Store, StoreDecision, StoreReading } from '../store.js'
+import type { BucketPolicy } from '../engine/bucket.js'
+import type { BucketRequest, Store, StoreDecision, StoreReading } from '../types/store.js'
 import { MemoryStore } from './memory.js'
 
 /** `policy` divided among `replicas`: never below one token of capacity. */

@@ -25,11 +25,11 @@
  * applied (its debits are not sent again) and the next one goes; if its answer
  * comes later, what it did not take goes again and what it reserved goes back.
  */
-import { msUntil, tokensAt, type BucketPolicy, type BucketState } from '../bucket.js'
+import { msUntil, tokensAt, type BucketPolicy, type BucketState } from '../engine/bucket.js'
 import {
   storeMethod, type BucketDebit, type BucketRequest, type BucketSettlement, type Store, type StoreDecision, type StoreLogger, type StoreReading
-} from '../store.js'
-import { publishStore } from '../diagnostics.js'
+} from '../types/store.js'
+import { publishStore } from '../output/diagnostics.js'
 import { ReplicaShareEdge } from './replica-share.js'
 
 /** Most keys viewed at once; past it the oldest view is dropped (what it spent and reserved is still settled). */

@@ -7,14 +7,14 @@
  * that does not call it.
  */
 import type { FastifyRequest } from 'fastify'
-import { read, type BucketPolicy } from './bucket.js'
+import { read, type BucketPolicy } from '../engine/bucket.js'
 import { edgeKey } from './edge.js'
-import { namedPolicy, type NamedPolicy } from './headers.js'
+import { namedPolicy, type NamedPolicy } from '../output/headers.js'
 import { bucketKey, clientAddress } from './keys.js'
-import { routeBucket, type BucketReport, type LimitDecision, type Settings } from './options.js'
-import { storeMethod, type Store } from './store.js'
-import { share, type TierLimit } from './limits.js'
-import { checkKnownKeys, checkNumber, checkObject, checkPolicy, describe, expected, failOption } from './validate.js'
+import { routeBucket, type BucketReport, type LimitDecision, type Settings } from '../config/options.js'
+import { storeMethod, type Store } from '../types/store.js'
+import { share, type TierLimit } from '../config/limits.js'
+import { checkKnownKeys, checkNumber, checkObject, checkPolicy, describe, expected, failOption } from '../config/check.js'
 
 /**
  * A bucket a layer uses, named by who it belongs to; the call then uses the

@@ -14,9 +14,9 @@
  * never below the client's true count, one whose `error` is 0 is exact, and any
  * client with more than 1/`keys` of a minute's would-be refusals is always listed.
  */
-import { tokensNeeded } from './bucket.js'
-import type { BucketRequest } from './store.js'
-import type { LimitDecision } from './options.js'
+import { tokensNeeded } from '../engine/bucket.js'
+import type { BucketRequest } from '../types/store.js'
+import type { LimitDecision } from '../config/options.js'
 
 export interface ShadowReportOptions {
   /** Minutes the report covers, 1 to 60. Default 10. */

@@ -15,22 +15,22 @@
  */
 import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
-import { tokensNeeded, type BucketPolicy } from '../bucket.js'
-import { StoreUnavailableError } from '../errors.js'
-import { isUnshared, type BucketDebit, type BucketRequest, type BucketSettlement, type Store, type StoreDecision, type StoreLogger, type StoreReading } from '../store.js'
+import { tokensNeeded, type BucketPolicy } from '../../engine/bucket.js'
+import { StoreUnavailableError } from '../../output/errors.js'
+import { isUnshared, type BucketDebit, type BucketRequest, type BucketSettlement, type Store, type StoreDecision, type StoreLogger, type StoreReading } from '../../types/store.js'
 import {
   checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, checkTimer, expected, failOption
-} from '../validate.js'
-import { publishStore, type StoreMessage } from '../diagnostics.js'
+} from '../../config/check.js'
+import { publishStore, type StoreMessage } from '../../output/diagnostics.js'
 import { BoundedWait } from './bounded-wait.js'
 import { CircuitBreaker, type BreakerState } from './circuit-breaker.js'
 import { clusterSlot } from './cluster-slot.js'
-import { MemoryStore } from './memory.js'
+import { MemoryStore } from '../memory.js'
 import { DenyCache } from './deny-cache.js'
-import { callScript, MAX_BATCH, MicroBatcher, SINGLE_NODE, type Pending, type ScriptCall, type ScriptDecision, type ScriptCallOptions } from './redis-batch.js'
-import { callBucketScript, parseReading, type BucketOperation, type BucketScriptOptions } from './redis-bucket.js'
-import { BUCKET_SCRIPT, CONSUME_SCRIPT, CONSUME_SCRIPT_CLUSTER, HEARTBEAT_SCRIPT, parseNumber, SETTLE_SCRIPT, SETTLE_SCRIPT_CLUSTER } from './redis-script.js'
-import { callSettleScript } from './redis-settle.js'
+import { callScript, MAX_BATCH, MicroBatcher, SINGLE_NODE, type Pending, type ScriptCall, type ScriptDecision, type ScriptCallOptions } from './batcher.js'
+import { callBucketScript, parseReading, type BucketOperation, type BucketScriptOptions } from './bucket-script.js'
+import { BUCKET_SCRIPT, CONSUME_SCRIPT, CONSUME_SCRIPT_CLUSTER, HEARTBEAT_SCRIPT, parseNumber, SETTLE_SCRIPT, SETTLE_SCRIPT_CLUSTER } from './scripts.js'
+import { callSettleScript } from './settle-script.js'
 
 /** What to do when Redis cannot answer in time. */
 export type FailMode = 'open' | 'closed' | 'local'

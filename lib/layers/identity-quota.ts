@@ -8,10 +8,10 @@
  */
 import type { FastifyRequest } from 'fastify'
 import { performance } from 'node:perf_hooks'
-import type { BucketPolicy } from './bucket.js'
-import { checkQuota, share, type TierLimit } from './limits.js'
-import { ThrottledLog } from './throttled-log.js'
-import type { Fail } from './validate.js'
+import type { BucketPolicy } from '../engine/bucket.js'
+import { checkQuota, share, type TierLimit } from '../config/limits.js'
+import { ThrottledLog } from '../output/throttled-log.js'
+import type { Fail } from '../config/check.js'
 
 /** How often a refused quota is logged, at most: once a minute (ms). */
 export const QUOTA_REFUSED_LOG_INTERVAL_MS = 60_000

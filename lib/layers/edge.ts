@@ -4,15 +4,15 @@
  * and body parsing. Every request costs 1 from each.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { runStep, type Done } from './decide.js'
-import { HeaderLayout, type NamedPolicy } from './headers.js'
+import { runStep, type Done } from './step.js'
+import { HeaderLayout, type NamedPolicy } from '../output/headers.js'
 import { ofClientAddress } from './key-cache.js'
 import { routeConfigReader } from './route-config.js'
 import { isPromise } from './sync.js'
 import type { RouteTable } from './routes.js'
-import type { EdgeSettings, RouteSettings, Settings } from './options.js'
-import type { BucketRequest } from './store.js'
-import type { Warnings } from './warnings.js'
+import type { EdgeSettings, RouteSettings, Settings } from '../config/options.js'
+import type { BucketRequest } from '../types/store.js'
+import type { Warnings } from '../output/warnings.js'
 import { addPenaltyBuckets, stepPenalty } from './penalty.js'
 
 /**

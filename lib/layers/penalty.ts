@@ -15,10 +15,10 @@
  * nothing; with N replicas a client spread over them is counted on each.
  */
 import type { FastifyBaseLogger } from 'fastify'
-import type { BucketPolicy } from './bucket.js'
-import { MemoryStore } from './stores/memory.js'
-import { unshared, type BucketRequest, type Store, type StoreDecision } from './store.js'
-import { checkInteger, checkKnownKeys, checkNumber, checkObject, expected, POLICY_BOUNDS, type Fail } from './validate.js'
+import type { BucketPolicy } from '../engine/bucket.js'
+import { MemoryStore } from '../stores/memory.js'
+import { unshared, type BucketRequest, type Store, type StoreDecision } from '../types/store.js'
+import { checkInteger, checkKnownKeys, checkNumber, checkObject, expected, POLICY_BOUNDS, type Fail } from '../config/check.js'
 
 /** `edge.penalty`, `app.penalty`, `config.rateLimit.penalty`. */
 export interface PenaltyOptions {

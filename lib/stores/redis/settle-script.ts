@@ -4,9 +4,9 @@
  * call of the settle script (redis-script.ts) per node, at most `maxBatch`
  * buckets each.
  */
-import type { BucketDebit, BucketSettlement } from '../store.js'
-import type { ScriptCallOptions } from './redis-batch.js'
-import { parseNumber } from './redis-script.js'
+import type { BucketDebit, BucketSettlement } from '../../types/store.js'
+import type { ScriptCallOptions } from './batcher.js'
+import { parseNumber } from './scripts.js'
 
 /**
  * Settles `debits` (one node) with `options.command`, the settle script; resolves

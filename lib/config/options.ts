@@ -4,26 +4,26 @@
  * a mistake fails startup with a coded error, never a request.
  */
 import type { FastifyRequest, RouteOptions } from 'fastify'
-import type { BucketPolicy } from './bucket.js'
-import { InvalidRouteConfigError } from './errors.js'
-import { HeaderLayout, namedPolicy, type HeaderStyle, type NamedPolicy } from './headers.js'
-import { bucketKey, clientAddress, keyDigest } from './keys.js'
-import { memoize } from './key-cache.js'
-import { checkAllowList, type AllowListOption, type AllowListSettings } from './allow-list.js'
+import type { BucketPolicy } from '../engine/bucket.js'
+import { InvalidRouteConfigError } from '../output/errors.js'
+import { HeaderLayout, namedPolicy, type HeaderStyle, type NamedPolicy } from '../output/headers.js'
+import { bucketKey, clientAddress, keyDigest } from '../layers/keys.js'
+import { memoize } from '../layers/key-cache.js'
+import { checkAllowList, type AllowListOption, type AllowListSettings } from '../layers/allow-list.js'
 import { checkQuota, namesOf, share, type Quota, type TierLimit } from './limits.js'
-import { IdentityQuotas } from './identity-quota.js'
-import { MAX_SHADOW_ENTRIES, ShadowCounter, type ShadowReportOptions } from './shadow-report.js'
-import { checkPenalty, type PenaltyOptions, type PenaltySettings, type Penalties } from './penalty.js'
-import type { Store } from './store.js'
-import { WARNING_CODES, type WarningCode } from './warnings.js'
-import { MemoryStore } from './stores/memory.js'
-import { ReplicaShareEdge } from './stores/replica-share.js'
-import { SettlingEdge } from './stores/settling.js'
+import { IdentityQuotas } from '../layers/identity-quota.js'
+import { MAX_SHADOW_ENTRIES, ShadowCounter, type ShadowReportOptions } from '../output/shadow-report.js'
+import { checkPenalty, type PenaltyOptions, type PenaltySettings, type Penalties } from '../layers/penalty.js'
+import type { Store } from '../types/store.js'
+import { WARNING_CODES, type WarningCode } from '../output/warnings.js'
+import { MemoryStore } from '../stores/memory.js'
+import { ReplicaShareEdge } from '../stores/replica-share.js'
+import { SettlingEdge } from '../stores/settling.js'
 import { performance } from 'node:perf_hooks'
 import {
   checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, checkPolicy, checkTiers,
   describe, expected, failOption, type Fail
-} from './validate.js'
+} from './check.js'
 
 /** Who made a request, as the app layer sees it. */
 export interface Identity {

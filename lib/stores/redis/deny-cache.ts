@@ -26,9 +26,9 @@
  * can also leave more tokens than a kept state counts; the cache then refuses
  * at most until that state's bucket refills to the cost or its key expires.
  */
-import { consume, consumeOne, tokensAt, type BucketDecision, type BucketPolicy, type BucketState } from '../bucket.js'
-import type { BucketRequest } from '../store.js'
-import { parseNumber } from './redis-script.js'
+import { consume, consumeOne, tokensAt, type BucketDecision, type BucketPolicy, type BucketState } from '../../engine/bucket.js'
+import type { BucketRequest } from '../../types/store.js'
+import { parseNumber } from './scripts.js'
 
 /** What the script tells about a refusal, beyond the decision (see redis-script.ts). */
 export interface ScriptRefusal {

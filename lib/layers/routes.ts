@@ -8,8 +8,8 @@
  * request, warned about once, and remembered by its config.
  */
 import type { FastifyRequest, RouteOptions } from 'fastify'
-import { checkRouteConfig, routeName, type RouteSettings, type Settings } from './options.js'
-import type { Warnings } from './warnings.js'
+import { checkRouteConfig, routeName, type RouteSettings, type Settings } from '../config/options.js'
+import type { Warnings } from '../output/warnings.js'
 
 /** A route's settings; `false`: left out of both layers; an Error: a bad config, which fails the route's requests. */
 export type RouteEntry = RouteSettings | false | Error

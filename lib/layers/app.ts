@@ -6,21 +6,21 @@
  * all or nothing.
  */
 import type { FastifyReply, FastifyRequest, RouteOptions } from 'fastify'
-import { runStep, type Done } from './decide.js'
-import { InvalidCostError } from './errors.js'
-import { HeaderLayout, type NamedPolicy } from './headers.js'
+import { runStep, type Done } from './step.js'
+import { InvalidCostError } from '../output/errors.js'
+import { HeaderLayout, type NamedPolicy } from '../output/headers.js'
 import { bucketKey, clientAddress } from './keys.js'
 import { ofClientAddress, memoize } from './key-cache.js'
-import type { AppSettings, Identity, RouteSettings, Settings } from './options.js'
+import type { AppSettings, Identity, RouteSettings, Settings } from '../config/options.js'
 import { routeConfigReader } from './route-config.js'
 import type { RouteTable } from './routes.js'
-import { capacityOf, type Quota, type TierLimit } from './limits.js'
+import { capacityOf, type Quota, type TierLimit } from '../config/limits.js'
 import type { IdentityQuota, IdentityQuotas } from './identity-quota.js'
-import type { BucketRequest } from './store.js'
+import type { BucketRequest } from '../types/store.js'
 import { isPromise } from './sync.js'
 import { addPenaltyBuckets, stepPenalty } from './penalty.js'
-import { describe } from './validate.js'
-import type { Warnings } from './warnings.js'
+import { describe } from '../config/check.js'
+import type { Warnings } from '../output/warnings.js'
 
 /** Who a request is from, as keys see it. */
 interface Requester {

@@ -3,8 +3,8 @@
  * calls `fail` with a message that names the option, the value given and what
  * was expected: ``Expected `edge.capacity` to be a finite number ≥ 1, got `-1` (number)``.
  */
-import { InvalidOptionError } from './errors.js'
-import type { BucketPolicy } from './bucket.js'
+import { InvalidOptionError } from '../output/errors.js'
+import type { BucketPolicy } from '../engine/bucket.js'
 
 /** Throws the coded error of the context being checked. */
 export type Fail = (problem: string) => never

@@ -3,9 +3,9 @@
  * together, all or nothing, as pricing pages write them: "10 a second, 1 000 an
  * hour, 20 000 a day".
  */
-import type { BucketPolicy } from './bucket.js'
-import { namedPolicy, type NamedPolicy } from './headers.js'
-import { checkInteger, checkNumber, checkObject, checkPolicy, describe, expected, failOption, type Fail } from './validate.js'
+import type { BucketPolicy } from '../engine/bucket.js'
+import { namedPolicy, type NamedPolicy } from '../output/headers.js'
+import { checkInteger, checkNumber, checkObject, checkPolicy, describe, expected, failOption, type Fail } from './check.js'
 
 /** One of several limits: a policy and its name in `RateLimit-Policy` and `RateLimit`. */
 export interface NamedLimit extends BucketPolicy {

@@ -5,12 +5,12 @@
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { performance } from 'node:perf_hooks'
-import { decisionChannel, publishDecision, publishUnavailable } from './diagnostics.js'
-import { PenalizedError, RateLimitedError, StoreUnavailableError } from './errors.js'
-import { HeaderLayout, namedPolicy, writeHeaders } from './headers.js'
-import type { LimitDecision, Settings } from './options.js'
-import type { BucketRequest, StoreDecision } from './store.js'
-import type { BucketPolicy } from './bucket.js'
+import { decisionChannel, publishDecision, publishUnavailable } from '../output/diagnostics.js'
+import { PenalizedError, RateLimitedError, StoreUnavailableError } from '../output/errors.js'
+import { HeaderLayout, namedPolicy, writeHeaders } from '../output/headers.js'
+import type { LimitDecision, Settings } from '../config/options.js'
+import type { BucketRequest, StoreDecision } from '../types/store.js'
+import type { BucketPolicy } from '../engine/bucket.js'
 import type { Penalties, StepPenalty } from './penalty.js'
 
 export type Done = (error?: Error) => void

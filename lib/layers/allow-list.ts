@@ -6,9 +6,9 @@
 import { BlockList, isIPv4, isIPv6 } from 'node:net'
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
 import { plainAddress } from './keys.js'
-import { ThrottledLog } from './throttled-log.js'
+import { ThrottledLog } from '../output/throttled-log.js'
 import { isPromise } from './sync.js'
-import { checkFunction, checkKnownKeys, describe, failOption, isPlainObject } from './validate.js'
+import { checkFunction, checkKnownKeys, describe, failOption, isPlainObject } from '../config/check.js'
 
 /** Requests never limited: addresses and CIDR ranges, a predicate, or both. */
 export type AllowListOption = readonly string[] | ((request: FastifyRequest) => boolean) | {

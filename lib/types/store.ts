@@ -2,8 +2,8 @@
  * The contract every store implements (memory, Redis, or your own).
  * Stores keep bucket state by key and decide with the engine's rules (`bucket.ts`).
  */
-import type { BucketDecision, BucketPolicy, BucketReading } from './bucket.js'
-import { StoreUnsupportedError } from './errors.js'
+import type { BucketDecision, BucketPolicy, BucketReading } from '../engine/bucket.js'
+import { StoreUnsupportedError } from '../output/errors.js'
 
 /** One bucket of a store step. */
 export interface BucketRequest {

@@ -5,11 +5,11 @@
  * Also how a batch is written into a call of the consume script, and how its
  * reply is read back (the layout is documented in redis-script.ts).
  */
-import type { BucketPolicy } from '../bucket.js'
-import type { BucketRequest, StoreDecision } from '../store.js'
+import type { BucketPolicy } from '../../engine/bucket.js'
+import type { BucketRequest, StoreDecision } from '../../types/store.js'
 import { readRefusal, type ScriptRefusal } from './deny-cache.js'
-import type { RedisClientLike } from './redis.js'
-import { parseNumber } from './redis-script.js'
+import type { RedisClientLike } from './index.js'
+import { parseNumber } from './scripts.js'
 
 /**
  * The bound on `maxBatch`. A script call holds Redis for its whole run: 10 000

@@ -7,7 +7,7 @@
  * `RateLimit: "edge";r=99;t=1, "app";r=10;t=2`.
  */
 import type { FastifyReply } from 'fastify'
-import { msUntilFull, type BucketPolicy } from './bucket.js'
+import { msUntilFull, type BucketPolicy } from '../engine/bucket.js'
 
 /** `'draft'` (default): RateLimit and RateLimit-Policy; `'legacy'`: X-RateLimit-*; `false`: none. */
 export type HeaderStyle = 'draft' | 'legacy' | false

@@ -4,11 +4,11 @@
  * at once, not batched (they are rare next to consumes). Writes how a call is made
  * and how its reply is read back.
  */
-import type { BucketReading } from '../bucket.js'
-import type { BucketRequest } from '../store.js'
-import type { ScriptCall } from './redis-batch.js'
-import type { RedisClientLike } from './redis.js'
-import { parseNumber } from './redis-script.js'
+import type { BucketReading } from '../../engine/bucket.js'
+import type { BucketRequest } from '../../types/store.js'
+import type { ScriptCall } from './batcher.js'
+import type { RedisClientLike } from './index.js'
+import { parseNumber } from './scripts.js'
 
 /** What a call of the bucket script needs. */
 export interface BucketScriptOptions {
