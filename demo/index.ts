@@ -13,13 +13,8 @@ import { resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
 import { RedisServer, freePort, redisAvailable } from '../test/redis-server.js'
-import {
-  bucketAct, decisionsAct, layersAct, memoryStores, perSecond, realTime, redisStores, replicaRun, steadyRate, total,
-  OFFERED_PER_SECOND, OUTCOMES, REPLICA_QUOTA, type DecisionsAct, type ReplicaRun
-} from './acts.js'
-import {
-  columns, decisionsSvg, paint, progressBar, replicaSvg, secondsAxis, sparkline, stackedColumns, type ReplicaSeries
-} from './chart.js'
+import {   bucketAct, decisionsAct, layersAct, memoryStores, perSecond, realTime, redisStores, replicaRun, steadyRate, total,   OFFERED_PER_SECOND, OUTCOMES, REPLICA_QUOTA, type DecisionsAct, type ReplicaRun } from './acts.js'
+import {   columns, decisionsSvg, paint, progressBar, replicaSvg, secondsAxis, sparkline, stackedColumns, type ReplicaSeries } from './chart.js'
 
 const tty = process.stdout.isTTY
 const p = paint(tty)

@@ -1,7 +1,8 @@
 import t from 'tap'
 import Fastify from 'fastify'
 import tollgate, { memoryStore, redisStore, type Store } from '../lib/index.js'
-import { checkAllowList, MATCH_ERROR_LOG_INTERVAL_MS } from '../lib/layers/allow-list.js'
+import { checkAllowList } from '../lib/config/allow-list.js'
+import { allowTest, MATCH_ERROR_LOG_INTERVAL_MS } from '../lib/layers/allow-list.js'
 import { logSink, readyWith, unhandledRejections } from './helpers.js'
 import { requireRedis, startRedis } from './redis-server.js'
 
@@ -90,11 +91,10 @@ t.test('an async match (or one that rejects) never allows, is logged, and never 
 })
 
 t.test('the throw log line comes again after the interval, with the count of throws in between', async (t) => {
-  const { allowTest } = await import('../lib/layers/allow-list.js')
   const logged: Array<Record<string, unknown>> = []
   const log = { error: (object: Record<string, unknown>) => { logged.push(object) } }
   let now = 0
-  const test = allowTest({ address: undefined, match: () => { throw new Error('boom') } }, undefined, log as never, () => now)
+  const test = allowTest({ addresses: undefined, match: () => { throw new Error('boom') } }, { perConnection: false, log: log as never, now: () => now })
   const request = {} as never
   t.equal(test(request), false)
   now = 30_000

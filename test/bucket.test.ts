@@ -1,5 +1,6 @@
 import t, { type Test } from 'tap'
-import { consume, consumeOne, msUntil, read, refund, tokensAt, tokensNeeded, type BucketPolicy, type BucketReading, type BucketState } from '../lib/engine/bucket.js'
+import { consume, consumeOne, msUntil, read, refund, tokensAt, tokensNeeded } from '../lib/engine/bucket.js'
+import type { BucketPolicy, BucketReading, BucketState } from '../lib/types/engine.js'
 import { conformanceCases } from './helpers.js'
 
 /** Runs steps through the pure engine, keeping state as a store would. */

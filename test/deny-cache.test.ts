@@ -4,7 +4,8 @@
  */
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { memoryStore, redisStore, type BucketPolicy, type Store } from '../lib/index.js'
+import { memoryStore, redisStore, type Store } from '../lib/index.js'
+import type { BucketPolicy } from '../lib/types/engine.js'
 import { DenyCache, readRefusal } from '../lib/stores/redis/deny-cache.js'
 import { buildAppOn, manualClock } from './helpers.js'
 import { requireRedis, startRedis } from './redis-server.js'

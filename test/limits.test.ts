@@ -5,7 +5,8 @@
  */
 import t, { type Test } from 'tap'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
-import { memoryStore, per, redisStore, type Store, type TollgateOptions } from '../lib/index.js'
+import { memoryStore, per, redisStore, type Store } from '../lib/index.js'
+import type { TollgateOptions } from '../lib/types/options.js'
 import { buildAppOn, manualClock, readyWith } from './helpers.js'
 import { commandCalls, requireRedis, startRedis } from './redis-server.js'
 

@@ -4,7 +4,7 @@
  * was expected: ``Expected `edge.capacity` to be a finite number ≥ 1, got `-1` (number)``.
  */
 import { InvalidOptionError } from '../output/errors.js'
-import type { BucketPolicy } from '../engine/bucket.js'
+import type { BucketPolicy } from '../types/engine.js'
 
 /** Throws the coded error of the context being checked. */
 export type Fail = (problem: string) => never

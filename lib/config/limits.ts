@@ -3,18 +3,11 @@
  * together, all or nothing, as pricing pages write them: "10 a second, 1 000 an
  * hour, 20 000 a day".
  */
-import type { BucketPolicy } from '../engine/bucket.js'
+import type { BucketPolicy } from '../types/engine.js'
+import type { Period } from '../types/options.js'
 import { namedPolicy, type NamedPolicy } from '../output/headers.js'
-import { checkInteger, checkNumber, checkObject, checkPolicy, describe, expected, failOption, type Fail } from './check.js'
-
-/** One of several limits: a policy and its name in `RateLimit-Policy` and `RateLimit`. */
-export interface NamedLimit extends BucketPolicy {
-  /** 1 to 32 letters, digits, `_` or `-`, starting with a letter; unique in its list; not `edge` or `edge-route`. */
-  readonly name: string
-}
-
-/** One policy (named `app` for a tier, `route` for a route quota in the headers), or a list of named limits. */
-export type Quota = BucketPolicy | readonly NamedLimit[]
+import { sharePolicy } from '../engine/share.js'
+import { checkInteger, checkNumber, checkObject, checkPolicy, checkTiers, describe, expected, failOption, type Fail } from './check.js'
 
 /** One limit of a quota, as the layers use it. */
 export interface TierLimit {
@@ -32,8 +25,7 @@ const LIMIT_NAME = /^[A-Za-z][A-Za-z0-9_-]{0,31}$/
 /** The edge's names: both layers' members share the headers. */
 const EDGE_NAMES = new Set(['edge', 'edge-route'])
 
-const PERIODS = { second: 1, minute: 60, hour: 3600, day: 86_400, week: 604_800 } as const
-export type Period = keyof typeof PERIODS
+const PERIODS: Readonly<Record<Period, number>> = { second: 1, minute: 60, hour: 3600, day: 86_400, week: 604_800 }
 
 /**
  * `count` requests per `period` as a token bucket: a burst of up to `count`, refilled
@@ -106,5 +98,10 @@ export function share (fail: Fail, path: string, policy: BucketPolicy, quotaShar
   if (capacity < 1) {
     fail(`Expected \`${path}.capacity\` × the store's quota share (${+quotaShare.toPrecision(4)}) to be ≥ 1, got ${+capacity.toPrecision(4)} from \`${policy.capacity}\``)
   }
-  return Object.freeze({ capacity, refillPerSecond: policy.refillPerSecond * quotaShare })
+  return Object.freeze(sharePolicy(policy, quotaShare))
+}
+
+/** Checked tiers (see `checkTiers`), each a list of limits; a tier of one policy is one limit named `single`. */
+export function checkTierLimits (fail: Fail, path: string, value: unknown, single: string, quotaShare: number, separator?: string): Record<string, readonly TierLimit[]> {
+  return checkTiers(fail, path, value, (at, quota) => checkQuota(fail, at, quota, single, (of, policy) => share(fail, of, policy, quotaShare), separator))
 }

@@ -12,38 +12,7 @@
  * - a cost above capacity never passes, except on a bucket with overdraft (one
  *   process's share of a larger quota; see `tokensNeeded`).
  */
-
-/** How a bucket fills. Both numbers are validated at startup, never here. */
-export interface BucketPolicy {
-  /** Largest number of tokens the bucket holds (the burst), ≥ 1. */
-  readonly capacity: number
-  /** Tokens added per second, ≥ 0; 0 means the bucket never refills. */
-  readonly refillPerSecond: number
-}
-
-/** What a store keeps per bucket. */
-export interface BucketState {
-  /** Tokens left at `lastMs` (fractional). */
-  tokens: number
-  /** When `tokens` was recorded, in the store's clock (ms). */
-  lastMs: number
-}
-
-/** The outcome of one all-or-nothing step over one or more buckets. */
-export interface BucketDecision {
-  allowed: boolean
-  /**
-   * Tokens in each bucket after the step, in the order the buckets were given
-   * (debited when allowed, untouched when denied).
-   */
-  tokens: number[]
-  /**
-   * When denied: milliseconds until every bucket holds its cost, so that the
-   * same request would pass (`Infinity` when a bucket that is short never
-   * refills). 0 when allowed.
-   */
-  retryAfterMs: number
-}
+import type { BucketDecision, BucketPolicy, BucketReading, BucketState } from '../types/engine.js'
 
 /** Tokens a bucket holds at `nowMs`, refilled since its last recorded step and capped at capacity. */
 export function tokensAt (state: BucketState | undefined, policy: BucketPolicy, nowMs: number): number {
@@ -141,16 +110,6 @@ export function consumeOne (state: BucketState | undefined, policy: BucketPolicy
 /** Milliseconds until a bucket holding `tokens` is full again (`Infinity` if it never refills and is not full). */
 export function msUntilFull (tokens: number, policy: BucketPolicy): number {
   return msUntil(tokens, policy.capacity, policy)
-}
-
-/** A bucket as it is now, read without taking (see `read`). */
-export interface BucketReading {
-  /** Tokens held now: fractional, at most capacity, negative while in debt (an overdraft). */
-  tokens: number
-  /** Milliseconds until the bucket holds the cost read for (0: it does now; `Infinity`: never), as `consume` would refuse it. */
-  retryAfterMs: number
-  /** Milliseconds until the bucket is full (0: full now; `Infinity`: it never refills). */
-  fullInMs: number
 }
 
 /**

@@ -9,10 +9,9 @@ import { HeaderLayout, type NamedPolicy } from '../output/headers.js'
 import { ofClientAddress } from './key-cache.js'
 import { routeConfigReader } from './route-config.js'
 import { isPromise } from './sync.js'
-import type { RouteTable } from './routes.js'
-import type { EdgeSettings, RouteSettings, Settings } from '../config/options.js'
+import type { EdgeSettings, HookContext } from './context.js'
+import type { RouteSettings } from './routes.js'
 import type { BucketRequest } from '../types/store.js'
-import type { Warnings } from '../output/warnings.js'
 import { addPenaltyBuckets, stepPenalty } from './penalty.js'
 
 /**
@@ -38,19 +37,10 @@ export function edgeKey (request: FastifyRequest, edge: EdgeSettings, addressKey
   return addressKeyOf(request)
 }
 
-/**
- * The edge hook. `perConnection`: request.ip is the connection's address (trustProxy
- * off); `allowed`: the allow-list's test, if any.
- */
-export function createEdgeHook (
-  settings: Settings,
-  edge: EdgeSettings,
-  routes: RouteTable,
-  warnings: Warnings,
-  perConnection: boolean,
-  allowed: ((request: FastifyRequest) => boolean) | undefined
-) {
-  const addressKeyOf = ofClientAddress(edge.keyOfAddress, perConnection)
+/** The edge hook (`onRequest`), for `context.settings.edge`. */
+export function createEdgeHook (context: HookContext, edge: EdgeSettings) {
+  const { settings, routes, warnings, allowed } = context
+  const addressKeyOf = ofClientAddress(edge.keyOfAddress, context.perConnection)
   const configOf = routeConfigReader()
   // For a 404, which has no route: the client's bucket alone (none under edge.global: false).
   const onAsyncKey = (): void => { warnings.warn('TOLLGATE_ASYNC_EDGE_KEY') }

@@ -8,7 +8,7 @@
  */
 import type { FastifyRequest } from 'fastify'
 import { performance } from 'node:perf_hooks'
-import type { BucketPolicy } from '../engine/bucket.js'
+import type { BucketPolicy } from '../types/engine.js'
 import { checkQuota, share, type TierLimit } from '../config/limits.js'
 import { ThrottledLog } from '../output/throttled-log.js'
 import type { Fail } from '../config/check.js'

@@ -8,6 +8,9 @@
  */
 import { createHash, createHmac } from 'node:crypto'
 import { isIPv4, isIPv6 } from 'node:net'
+import type { EdgePlan } from '../config/plan.js'
+import type { FastifyRequest } from 'fastify'
+import { memoize, ofClientAddress } from './key-cache.js'
 
 /** Longest identity kept verbatim; longer ones are hashed. */
 const MAX_IDENTITY_LENGTH = 100
@@ -35,6 +38,35 @@ export function keyDigest (secret: string | undefined): (value: string) => strin
 /** The key of bucket `bucket` for identity `identity` of kind `kind` (`ip`, `key`, `user`…). */
 export function bucketKey (kind: string, identity: string, bucket: string): string {
   return `{${kind}:${boundIdentity(identity)}}:${bucket}`
+}
+
+/** The edge's key caches: `{key:<digest>}:edge` of an `edge.key` value, `{ip:<address>}:edge` of a client address. */
+export function edgeKeys (edge: Pick<EdgePlan, 'keySecret' | 'ipv6Subnet'>): { keyOfValue: (value: string) => string, keyOfAddress: (ip: string) => string } {
+  const digest = keyDigest(edge.keySecret)
+  return {
+    keyOfValue: memoize((value) => bucketKey('key', digest(value), 'edge')),
+    keyOfAddress: memoize((ip) => bucketKey('ip', clientAddress(ip, edge.ipv6Subnet), 'edge'))
+  }
+}
+
+/** The app layer's bucket keys, shared by the routes of one registration. */
+export interface AppKeys {
+  /** `{user:<id>}:app` from a user id; cached. */
+  user: (id: string) => string
+  /** `{ip:<address>}:app` for the request's client address; cached. */
+  address: (request: FastifyRequest) => string
+  /** The key of a route's own bucket `bucket` (`route:POST /export`) for `who`, the requester of `request`. */
+  route: (who: { kind: 'user' | 'ip', id: string }, request: FastifyRequest, bucket: string) => string
+}
+
+/** `perConnection`: request.ip is the connection's address (trustProxy off), see `ofClientAddress`. */
+export function appKeys (ipv6Subnet: number, perConnection: boolean): AppKeys {
+  return {
+    user: memoize((id) => bucketKey('user', id, 'app')),
+    address: ofClientAddress(memoize((ip) => bucketKey('ip', clientAddress(ip, ipv6Subnet), 'app')), perConnection),
+    // request.ip is undefined once the socket is gone (then `unknown`, like the other keys).
+    route: (who, request, bucket) => bucketKey(who.kind, who.kind === 'ip' ? clientAddress(request.ip, ipv6Subnet) : who.id, bucket)
+  }
 }
 
 /**

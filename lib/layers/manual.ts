@@ -7,12 +7,16 @@
  * that does not call it.
  */
 import type { FastifyRequest } from 'fastify'
-import { read, type BucketPolicy } from '../engine/bucket.js'
+import { read } from '../engine/bucket.js'
+import type { BucketPolicy } from '../types/engine.js'
 import { edgeKey } from './edge.js'
 import { namedPolicy, type NamedPolicy } from '../output/headers.js'
 import { bucketKey, clientAddress } from './keys.js'
-import { routeBucket, type BucketReport, type LimitDecision, type Settings } from '../config/options.js'
-import { storeMethod, type Store } from '../types/store.js'
+import { routeBucket } from '../config/route.js'
+import { overdraws } from '../engine/share.js'
+import { storeOf, type Settings } from './context.js'
+import type { BucketReport, LimitDecision } from '../types/decision.js'
+import { storeMethod } from '../stores/store-method.js'
 import { share, type TierLimit } from '../config/limits.js'
 import { checkKnownKeys, checkNumber, checkObject, checkPolicy, describe, expected, failOption } from '../config/check.js'
 
@@ -82,10 +86,7 @@ export type RouteQuotas = Map<string, Record<string, readonly TierLimit[]>>
 /** Everything the decorator needs to name buckets. */
 export interface Manual {
   settings: Settings
-  quotaShare: number
   routes: RouteQuotas
-  /** The store the edge decides with (`EdgeSettings.store`; the plugin's store without an edge). */
-  edgeStore: Store
 }
 
 /**
@@ -95,7 +96,7 @@ export interface Manual {
 export function resolve (m: Manual, target: unknown, policy: unknown): Resolved {
   if (typeof target === 'string' && target !== '') {
     const whole = checkPolicy(failOption, 'policy', policy)
-    const scaled = share(failOption, 'policy', whole, m.quotaShare)
+    const scaled = share(failOption, 'policy', whole, m.settings.quotaShare)
     return { layer: 'manual', tier: undefined, buckets: [{ key: manualKey(target), named: namedPolicy('manual', scaled), wholeCapacity: whole.capacity }] }
   }
   return layerBucket(m, target)
@@ -199,22 +200,16 @@ function checkId (path: string, value: unknown): string {
   return value
 }
 
-/** The store a layer decides with: the edge's own under `edge.mode` 'replica-share' or 'settle'. */
-export function storeOf (m: Manual, layer: LimitDecision['layer']): Store {
-  return layer === 'edge' ? m.edgeStore : m.settings.store
-}
-
-
 /** The overdraft a cost gets on `bucket`: under a quota share, a cost above the share but within the whole quota. */
 export function overdraftOf (m: Manual, bucket: ResolvedBucket, cost: number): boolean {
-  return m.quotaShare < 1 && bucket.wholeCapacity !== undefined && cost <= bucket.wholeCapacity
+  return m.settings.quotaShare < 1 && bucket.wholeCapacity !== undefined && overdraws(cost, bucket.wholeCapacity)
 }
 
 /** `fastify.tollgate.peek`: what `consume` would decide now, without taking (every bucket named, read at once). */
 export async function peek (m: Manual, target: unknown, policy: unknown, cost: unknown): Promise<PeekDecision> {
   const resolved = resolve(m, target, policy)
   const amount = checkNumber(failOption, 'cost', cost, 0)
-  const peekOf = storeMethod(storeOf(m, resolved.layer), 'peek')
+  const peekOf = storeMethod(storeOf(m.settings, resolved.layer), 'peek')
   const readings = await Promise.all(resolved.buckets.map(async (bucket) => peekOf({ key: bucket.key, policy: bucket.named.policy, cost: amount, overdraft: overdraftOf(m, bucket, amount) })))
   let retryAfterMs = 0
   for (const reading of readings) retryAfterMs = Math.max(retryAfterMs, reading.retryAfterMs)
@@ -246,7 +241,7 @@ export async function refund (m: Manual, target: unknown, policy: unknown, token
     failOption(`Expected \`bucket.tier\` in a refund: the app layer has several tiers (${tiers.join(', ')}), and a user's bucket is refunded under its own tier's capacity`)
   }
   const amount = checkNumber(failOption, 'tokens', tokens, 0)
-  const refundOf = storeMethod(storeOf(m, resolved.layer), 'refund')
+  const refundOf = storeMethod(storeOf(m.settings, resolved.layer), 'refund')
   const left = await Promise.all(resolved.buckets.map(async (bucket) => refundOf({ key: bucket.key, policy: bucket.named.policy, cost: amount })))
   const first = resolved.buckets[0] as ResolvedBucket
   const applied = first.named.policy
@@ -266,7 +261,7 @@ export async function reset (m: Manual, target: unknown): Promise<void> {
     keys = [...new Set(tiers.flatMap((tier) => resolveKeys(m, { ...named, tier })))]
   }
   const layer = typeof target === 'object' && target !== null && (target as { layer?: unknown }).layer === 'edge' ? 'edge' : 'manual'
-  const resetOf = storeMethod(storeOf(m, layer), 'reset')
+  const resetOf = storeMethod(storeOf(m.settings, layer), 'reset')
   await Promise.all(keys.map(async (key) => { await resetOf(key) }))
 }
 

@@ -15,34 +15,9 @@
  * nothing; with N replicas a client spread over them is counted on each.
  */
 import type { FastifyBaseLogger } from 'fastify'
-import type { BucketPolicy } from '../engine/bucket.js'
 import { MemoryStore } from '../stores/memory.js'
-import { unshared, type BucketRequest, type Store, type StoreDecision } from '../types/store.js'
-import { checkInteger, checkKnownKeys, checkNumber, checkObject, expected, POLICY_BOUNDS, type Fail } from '../config/check.js'
-
-/** `edge.penalty`, `app.penalty`, `config.rateLimit.penalty`. */
-export interface PenaltyOptions {
-  /** Refusals that start a penalty: this many within `withinSeconds` (an integer ≥ 1). */
-  after: number
-  /** The window those refusals are counted in, in seconds (> 0). */
-  withinSeconds: number
-  /** How long the client is then refused, in seconds (≥ 1, at most 1e10). */
-  seconds: number
-  /** The status of refusals during a penalty: 429 (default, with `Retry-After`) or 403. */
-  status?: 429 | 403 | undefined
-}
-
-/** A checked penalty. */
-export interface PenaltySettings {
-  readonly after: number
-  readonly withinSeconds: number
-  readonly seconds: number
-  readonly status: 429 | 403
-  /** The penalty bucket in the store: 1 token, refilled at 1 a second (a debt of `seconds` lasts `seconds`, exactly). */
-  readonly policy: BucketPolicy
-  /** This process's count of refusals: `after` tokens, refilled over `withinSeconds`. */
-  readonly strikePolicy: BucketPolicy
-}
+import type { BucketRequest, Store, StoreDecision } from '../types/store.js'
+import type { PenaltySettings } from '../config/penalty.js'
 
 /** A step's penalty: its settings, and the key of its bucket (the client's key, `~penalty`, and the route's bucket name for a route's own). */
 export interface StepPenalty {
@@ -50,28 +25,6 @@ export interface StepPenalty {
   readonly key: string
   /** On a route with its own penalty, the layer's penalty bucket, checked too (its bucket comes before the route's). */
   readonly layer?: StepPenalty | undefined
-}
-
-export function checkPenalty (fail: Fail, path: string, value: unknown): PenaltySettings {
-  const penalty = checkObject(fail, path, value)
-  checkKnownKeys(fail, path, penalty, ['after', 'withinSeconds', 'seconds', 'status'])
-  const after = checkInteger(fail, `${path}.after`, penalty.after, 1, 1e6)
-  const withinSeconds = penalty.withinSeconds
-  if (typeof withinSeconds !== 'number' || !(withinSeconds >= 0.001 && withinSeconds <= POLICY_BOUNDS.secondsToFill)) {
-    expected(fail, `${path}.withinSeconds`, 'a number of seconds from 0.001 to 1e10', withinSeconds)
-  }
-  const seconds = checkNumber(fail, `${path}.seconds`, penalty.seconds, 1)
-  if (seconds > POLICY_BOUNDS.secondsToFill) expected(fail, `${path}.seconds`, 'a number of seconds from 1 to 1e10', seconds)
-  const status = penalty.status ?? 429
-  if (status !== 429 && status !== 403) expected(fail, `${path}.status`, '429 or 403', status)
-  return Object.freeze({
-    after,
-    withinSeconds,
-    seconds,
-    status,
-    policy: unshared(Object.freeze({ capacity: 1, refillPerSecond: 1 })),
-    strikePolicy: Object.freeze({ capacity: after, refillPerSecond: after / withinSeconds })
-  })
 }
 
 /**

@@ -8,8 +8,16 @@
  * request, warned about once, and remembered by its config.
  */
 import type { FastifyRequest, RouteOptions } from 'fastify'
-import { checkRouteConfig, routeName, type RouteSettings, type Settings } from '../config/options.js'
+import type { RouteCheckContext, RoutePlan } from '../config/plan.js'
+import { checkRouteConfig, routeName } from '../config/route.js'
+import { HeaderLayout } from '../output/headers.js'
 import type { Warnings } from '../output/warnings.js'
+
+/** A route's plan, with its edge buckets laid out for the headers. */
+export interface RouteSettings extends RoutePlan {
+  /** The edge's buckets for this route in header order; `undefined` when the edge leaves the route alone. */
+  edgeLayout: HeaderLayout | undefined
+}
 
 /** A route's settings; `false`: left out of both layers; an Error: a bad config, which fails the route's requests. */
 export type RouteEntry = RouteSettings | false | Error
@@ -20,16 +28,11 @@ export class RouteTable {
   private readonly own = Symbol('fastify-tollgate: route settings of this registration')
   private readonly unseen = new WeakMap<object, RouteEntry>()
 
-  constructor (private readonly settings: Settings, private readonly warnings: Warnings) {}
+  constructor (private readonly settings: RouteCheckContext, private readonly warnings: Warnings) {}
 
   /** In `onRoute`: checks the route's config (throws its coded error) and keeps the result in it. */
   add (routeOptions: RouteOptions): RouteSettings | false {
-    let entry: RouteEntry
-    try {
-      entry = checkRouteConfig(routeOptions, routeOptions.config?.rateLimit, this.settings)
-    } catch (error) {
-      entry = error as Error
-    }
+    const entry = this.check(routeOptions, routeOptions.config?.rateLimit)
     routeOptions.config = Object.assign({}, routeOptions.config, { [this.own]: entry })
     if (entry instanceof Error) throw entry
     return entry
@@ -54,13 +57,24 @@ export class RouteTable {
       const { method, url } = request.routeOptions
       const route = { method, url } as Pick<RouteOptions, 'method' | 'url'>
       this.warnings.warn('TOLLGATE_ROUTE_BEFORE_PLUGIN', { route: routeName(route) })
-      try {
-        entry = checkRouteConfig(route, config.rateLimit, this.settings)
-      } catch (error) {
-        entry = error as Error
-      }
+      entry = this.check(route, config.rateLimit)
       this.unseen.set(config, entry)
     }
     return entry
   }
+
+  /** The route's settings, or the coded error its config fails with. */
+  private check (route: Pick<RouteOptions, 'method' | 'url'> & { constraints?: unknown }, config: unknown): RouteEntry {
+    try {
+      return settled(checkRouteConfig(route, config, this.settings))
+    } catch (error) {
+      return error as Error
+    }
+  }
+}
+
+/** A route's plan with its edge buckets laid out for the headers. */
+function settled (plan: RoutePlan | false): RouteSettings | false {
+  if (plan === false) return false
+  return { ...plan, edgeLayout: plan.edgeBuckets.length > 0 ? new HeaderLayout(plan.edgeBuckets) : undefined }
 }

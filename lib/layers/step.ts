@@ -8,10 +8,11 @@ import { performance } from 'node:perf_hooks'
 import { decisionChannel, publishDecision, publishUnavailable } from '../output/diagnostics.js'
 import { PenalizedError, RateLimitedError, StoreUnavailableError } from '../output/errors.js'
 import { HeaderLayout, namedPolicy, writeHeaders } from '../output/headers.js'
-import type { LimitDecision, Settings } from '../config/options.js'
+import { storeOf, type Settings } from './context.js'
+import type { LimitDecision } from '../types/decision.js'
 import type { BucketRequest, StoreDecision } from '../types/store.js'
-import type { BucketPolicy } from '../engine/bucket.js'
-import type { Penalties, StepPenalty } from './penalty.js'
+import type { BucketPolicy } from '../types/engine.js'
+import type { StepPenalty } from './penalty.js'
 
 export type Done = (error?: Error) => void
 
@@ -49,7 +50,7 @@ export function runStep (settings: Settings, request: FastifyRequest, reply: Fas
   const startedMs = decisionChannel.hasSubscribers ? performance.now() : UNWATCHED
   let result: StoreDecision | Promise<StoreDecision>
   try {
-    result = settings.store.consume(step.buckets)
+    result = storeOf(settings, step.layer).consume(step.buckets)
   } catch (error) {
     storeFailed(settings, request, reply, step, elapsed(startedMs), error, done)
     return
@@ -112,7 +113,7 @@ function finish (settings: Settings, request: FastifyRequest, reply: FastifyRepl
     return
   }
   const limit = report(step, decision)
-  const penalty = step.penalty === undefined ? 'none' : (settings.penalties as Penalties).onRefusal(step.penalty, decision, !settings.shadow)
+  const penalty = step.penalty === undefined ? 'none' : settings.penalties.onRefusal(step.penalty, decision, !settings.shadow)
   if (penalty !== 'none') {
     // In force: the route's own penalty, or the layer's one that still holds on this route.
     const { seconds } = (step.penalty as StepPenalty).settings

@@ -13,7 +13,7 @@
  */
 import { channel } from 'node:diagnostics_channel'
 import type { FastifyRequest } from 'fastify'
-import type { BucketReport, LimitDecision } from '../config/options.js'
+import type { BucketReport, LimitDecision } from '../types/decision.js'
 
 /** Channel name of the layers' decisions: one `DecisionMessage` per layer that decided a request. */
 export const DECISION_CHANNEL = 'fastify-tollgate:decision'

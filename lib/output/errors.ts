@@ -5,7 +5,7 @@
 import createError from '@fastify/error'
 import type { FastifyErrorConstructor } from '@fastify/error'
 import { retryAfterSeconds } from './headers.js'
-import type { LimitDecision } from '../config/options.js'
+import type { LimitDecision } from '../types/decision.js'
 
 /**
  * The type of an error class made here. Spelled out, so the emitted declarations

@@ -6,11 +6,10 @@
  * Each layer appends its own list members, so edge and app both appear:
  * `RateLimit: "edge";r=99;t=1, "app";r=10;t=2`.
  */
+import type { HeaderStyle } from '../types/options.js'
 import type { FastifyReply } from 'fastify'
-import { msUntilFull, type BucketPolicy } from '../engine/bucket.js'
-
-/** `'draft'` (default): RateLimit and RateLimit-Policy; `'legacy'`: X-RateLimit-*; `false`: none. */
-export type HeaderStyle = 'draft' | 'legacy' | false
+import { msUntilFull } from '../engine/bucket.js'
+import type { BucketPolicy } from '../types/engine.js'
 
 /** A bucket as it appears in the headers: its list-member name and its policy, formatted once. */
 export interface NamedPolicy {

@@ -16,14 +16,7 @@
  */
 import { tokensNeeded } from '../engine/bucket.js'
 import type { BucketRequest } from '../types/store.js'
-import type { LimitDecision } from '../config/options.js'
-
-export interface ShadowReportOptions {
-  /** Minutes the report covers, 1 to 60. Default 10. */
-  minutes?: number | undefined
-  /** Most clients listed per minute, 10 to 10 000 (and `minutes × keys` at most 100 000). Default 1 000. */
-  keys?: number | undefined
-}
+import type { LimitDecision } from '../types/decision.js'
 
 /** Most client entries kept in all (`minutes × keys`): about 45 MB at some 450 bytes each. */
 export const MAX_SHADOW_ENTRIES = 100_000

@@ -6,9 +6,11 @@
  * O(1), and no object per bucket.
  */
 import { performance } from 'node:perf_hooks'
-import { consume, consumeOne, msUntilFull, read, refund, type BucketDecision, type BucketPolicy, type BucketReading, type BucketState } from '../engine/bucket.js'
+import { consume, consumeOne, msUntilFull, read, refund } from '../engine/bucket.js'
+import type { BucketDecision, BucketPolicy, BucketReading, BucketState } from '../types/engine.js'
 import { checkFunction, checkInteger, checkKnownKeys, checkObject, checkTimer, failOption } from '../config/check.js'
 import type { BucketRequest, Store } from '../types/store.js'
+import { LOCAL_STORE } from '../config/store.js'
 
 export interface MemoryStoreOptions {
   /**
@@ -43,6 +45,8 @@ const FIRST_SLOTS = 1 << 20
 const defaultClock = (): number => performance.now()
 
 export class MemoryStore implements Store {
+  /** Its state is in this process: every replica counts alone, and every `edge.mode` decides here. */
+  readonly [LOCAL_STORE] = true
   readonly quotaShare: number
   readonly maxKeys: number
   private readonly clock: () => number

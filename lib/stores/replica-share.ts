@@ -5,14 +5,10 @@
  * Spread evenly, N replicas admit B + R·t over t seconds together, as one bucket
  * would; a client pinned to one replica gets 1/N of its quota.
  */
-import type { BucketPolicy } from '../engine/bucket.js'
+import type { BucketPolicy } from '../types/engine.js'
 import type { BucketRequest, Store, StoreDecision, StoreReading } from '../types/store.js'
+import { overdraws, sharePolicy } from '../engine/share.js'
 import { MemoryStore } from './memory.js'
-
-/** `policy` divided among `replicas`: never below one token of capacity. */
-export function replicaShare (policy: BucketPolicy, replicas: number): BucketPolicy {
-  return { capacity: Math.max(1, policy.capacity / replicas), refillPerSecond: policy.refillPerSecond / replicas }
-}
 
 export class ReplicaShareEdge implements Store {
   private readonly local: MemoryStore
@@ -29,7 +25,7 @@ export class ReplicaShareEdge implements Store {
   consume (buckets: readonly BucketRequest[]): StoreDecision {
     const policies = this.policiesOf(buckets)
     // A cost above the share but within the whole quota overdraws the share (bucket.ts, tokensNeeded).
-    const local = buckets.map((bucket, i) => ({ key: bucket.key, policy: policies[i] as BucketPolicy, cost: bucket.cost, overdraft: bucket.cost <= bucket.policy.capacity }))
+    const local = buckets.map((bucket, i) => ({ key: bucket.key, policy: policies[i] as BucketPolicy, cost: bucket.cost, overdraft: overdraws(bucket.cost, bucket.policy.capacity) }))
     const decision: StoreDecision = this.local.consume(local)
     decision.policies = policies
     return decision
@@ -38,7 +34,7 @@ export class ReplicaShareEdge implements Store {
   peek (bucket: BucketRequest): StoreReading {
     this.count()
     const policy = this.shareOf(bucket.policy)
-    return { ...this.local.peek({ key: bucket.key, policy, cost: bucket.cost, overdraft: bucket.cost <= bucket.policy.capacity }), policy }
+    return { ...this.local.peek({ key: bucket.key, policy, cost: bucket.cost, overdraft: overdraws(bucket.cost, bucket.policy.capacity) }), policy }
   }
 
   refund (bucket: BucketRequest): number {
@@ -57,7 +53,7 @@ export class ReplicaShareEdge implements Store {
   private shareOf (policy: BucketPolicy): BucketPolicy {
     let share = this.shares.get(policy)
     if (share === undefined) {
-      share = replicaShare(policy, this.replicas)
+      share = sharePolicy(policy, 1, this.replicas)
       this.shares.set(policy, share)
     }
     return share

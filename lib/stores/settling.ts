@@ -25,11 +25,12 @@
  * applied (its debits are not sent again) and the next one goes; if its answer
  * comes later, what it did not take goes again and what it reserved goes back.
  */
-import { msUntil, tokensAt, type BucketPolicy, type BucketState } from '../engine/bucket.js'
-import {
-  storeMethod, type BucketDebit, type BucketRequest, type BucketSettlement, type Store, type StoreDecision, type StoreLogger, type StoreReading
-} from '../types/store.js'
+import { msUntil, tokensAt } from '../engine/bucket.js'
+import type { BucketPolicy, BucketState } from '../types/engine.js'
+import { type BucketDebit, type BucketRequest, type BucketSettlement, type Store, type StoreDecision, type StoreLogger, type StoreReading } from '../types/store.js'
+import { storeMethod } from './store-method.js'
 import { publishStore } from '../output/diagnostics.js'
+import { shareOf } from '../engine/share.js'
 import { ReplicaShareEdge } from './replica-share.js'
 
 /** Most keys viewed at once; past it the oldest view is dropped (what it spent and reserved is still settled). */
@@ -232,7 +233,7 @@ export class SettlingEdge implements Store {
       })
       return this.next
     }
-    const minimum = (view: View): number => Math.max(1, view.policy.capacity / this.replicas())
+    const minimum = (view: View): number => shareOf(view.policy.capacity, 1, this.replicas())
     const debits: BucketDebit[] = []
     const sent: Array<View | undefined> = []
     for (const [key, view] of this.views) {
@@ -385,7 +386,7 @@ export class SettlingEdge implements Store {
     if (view === undefined) {
       if (this.views.size >= this.maxViews) this.dropOldest()
       // A key whose dropped view left spends to settle starts with no share: its bucket may be drained.
-      const share = (this.orphans.get(bucket.key)?.spent ?? 0) > 0 ? 0 : Math.max(1, bucket.policy.capacity / this.replicas())
+      const share = (this.orphans.get(bucket.key)?.spent ?? 0) > 0 ? 0 : shareOf(bucket.policy.capacity, 1, this.replicas())
       view = new View(bucket.policy, nowMs, share)
       this.views.set(bucket.key, view)
     } else {

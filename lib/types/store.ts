@@ -2,8 +2,7 @@
  * The contract every store implements (memory, Redis, or your own).
  * Stores keep bucket state by key and decide with the engine's rules (`bucket.ts`).
  */
-import type { BucketDecision, BucketPolicy, BucketReading } from '../engine/bucket.js'
-import { StoreUnsupportedError } from '../output/errors.js'
+import type { BucketDecision, BucketPolicy, BucketReading } from './engine.js'
 
 /** One bucket of a store step. */
 export interface BucketRequest {
@@ -143,25 +142,4 @@ export interface Store {
    * `prefix` share keys. Default: the store object itself, with no prefix.
    */
   readonly keyspace?: { owner: object, prefix: string }
-}
-
-/** The store's optional method `name`, bound; `TOLLGATE_STORE_UNSUPPORTED` when the store has none. */
-/**
- * Policies that are never divided among replicas: a penalty's (a time, not a
- * quota). The Redis store's local fallback applies them whole.
- */
-const UNSHARED = new WeakSet<BucketPolicy>()
-
-/** Marks `policy` as never divided among replicas (see `isUnshared`); returns it. */
-export function unshared (policy: BucketPolicy): BucketPolicy {
-  UNSHARED.add(policy)
-  return policy
-}
-
-export const isUnshared = (policy: BucketPolicy): boolean => UNSHARED.has(policy)
-
-export function storeMethod<K extends 'peek' | 'refund' | 'reset'> (store: Store, name: K): NonNullable<Store[K]> {
-  const method = store[name]
-  if (typeof method !== 'function') throw new StoreUnsupportedError(name)
-  return method.bind(store) as NonNullable<Store[K]>
 }

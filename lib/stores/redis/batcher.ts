@@ -5,10 +5,10 @@
  * Also how a batch is written into a call of the consume script, and how its
  * reply is read back (the layout is documented in redis-script.ts).
  */
-import type { BucketPolicy } from '../../engine/bucket.js'
+import type { BucketPolicy } from '../../types/engine.js'
 import type { BucketRequest, StoreDecision } from '../../types/store.js'
 import { readRefusal, type ScriptRefusal } from './deny-cache.js'
-import type { RedisClientLike } from './index.js'
+import type { RedisClientLike, ScriptCall } from './client.js'
 import { parseNumber } from './scripts.js'
 
 /**
@@ -92,13 +92,6 @@ export class MicroBatcher {
     return groups.entries()
   }
 }
-
-/**
- * A script command as ioredis defines it on the client. ioredis (and iovalkey)
- * flatten array arguments one level, so a batch goes as a few arrays: spreading
- * 100 000 arguments into one call would overflow the stack (RangeError).
- */
-export type ScriptCall = (this: RedisClientLike, ...args: Array<string | number | ReadonlyArray<string | number>>) => Promise<unknown>
 
 /** What a call of the consume script (or the settle script) needs besides its batch. */
 export interface ScriptCallOptions {

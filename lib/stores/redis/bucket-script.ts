@@ -4,10 +4,9 @@
  * at once, not batched (they are rare next to consumes). Writes how a call is made
  * and how its reply is read back.
  */
-import type { BucketReading } from '../../engine/bucket.js'
+import type { BucketReading } from '../../types/engine.js'
 import type { BucketRequest } from '../../types/store.js'
-import type { ScriptCall } from './batcher.js'
-import type { RedisClientLike } from './index.js'
+import type { RedisClientLike, ScriptCall } from './client.js'
 import { parseNumber } from './scripts.js'
 
 /** What a call of the bucket script needs. */

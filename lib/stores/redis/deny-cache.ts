@@ -26,7 +26,8 @@
  * can also leave more tokens than a kept state counts; the cache then refuses
  * at most until that state's bucket refills to the cost or its key expires.
  */
-import { consume, consumeOne, tokensAt, type BucketDecision, type BucketPolicy, type BucketState } from '../../engine/bucket.js'
+import { consume, consumeOne, tokensAt } from '../../engine/bucket.js'
+import type { BucketDecision, BucketPolicy, BucketState } from '../../types/engine.js'
 import type { BucketRequest } from '../../types/store.js'
 import { parseNumber } from './scripts.js'
 

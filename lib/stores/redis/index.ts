@@ -15,39 +15,26 @@
  */
 import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
-import { tokensNeeded, type BucketPolicy } from '../../engine/bucket.js'
+import { tokensNeeded } from '../../engine/bucket.js'
+import type { BucketPolicy } from '../../types/engine.js'
 import { StoreUnavailableError } from '../../output/errors.js'
-import { isUnshared, type BucketDebit, type BucketRequest, type BucketSettlement, type Store, type StoreDecision, type StoreLogger, type StoreReading } from '../../types/store.js'
-import {
-  checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, checkTimer, expected, failOption
-} from '../../config/check.js'
+import { type BucketDebit, type BucketRequest, type BucketSettlement, type Store, type StoreDecision, type StoreLogger, type StoreReading } from '../../types/store.js'
+import { isUnshared, overdraws, sharePolicy } from '../../engine/share.js'
+import {   checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, checkTimer, expected, failOption } from '../../config/check.js'
 import { publishStore, type StoreMessage } from '../../output/diagnostics.js'
 import { BoundedWait } from './bounded-wait.js'
 import { CircuitBreaker, type BreakerState } from './circuit-breaker.js'
 import { clusterSlot } from './cluster-slot.js'
 import { MemoryStore } from '../memory.js'
 import { DenyCache } from './deny-cache.js'
-import { callScript, MAX_BATCH, MicroBatcher, SINGLE_NODE, type Pending, type ScriptCall, type ScriptDecision, type ScriptCallOptions } from './batcher.js'
+import { callScript, MAX_BATCH, MicroBatcher, SINGLE_NODE, type Pending, type ScriptDecision, type ScriptCallOptions } from './batcher.js'
+import type { RedisClientLike, ScriptCall } from './client.js'
 import { callBucketScript, parseReading, type BucketOperation, type BucketScriptOptions } from './bucket-script.js'
 import { BUCKET_SCRIPT, CONSUME_SCRIPT, CONSUME_SCRIPT_CLUSTER, HEARTBEAT_SCRIPT, parseNumber, SETTLE_SCRIPT, SETTLE_SCRIPT_CLUSTER } from './scripts.js'
 import { callSettleScript } from './settle-script.js'
 
 /** What to do when Redis cannot answer in time. */
 export type FailMode = 'open' | 'closed' | 'local'
-
-/**
- * The part of an ioredis `Redis` or `Cluster` (or iovalkey) this store uses.
- * The store defines its scripts on it and never closes it. The commands it defines
- * must flatten array arguments one level, as ioredis and iovalkey do.
- */
-export interface RedisClientLike {
-  defineCommand (name: string, definition: { lua: string, numberOfKeys?: number }): void
-  /** ioredis `Cluster` only: slot → node keys, master first. */
-  readonly slots?: ReadonlyArray<readonly string[] | undefined>
-  /** ioredis: `'ready'` once connected. */
-  readonly status?: string
-  once? (event: 'ready', listener: () => void): unknown
-}
 
 export interface RedisStoreOptions {
   /** An ioredis `Redis` or `Cluster`. Recommended: `enableOfflineQueue: false`. Owned by you. */
@@ -356,12 +343,10 @@ export class RedisStore implements Store {
   /** `bucket` in the local fallback: this replica's share of its policy. */
   private localBucket (bucket: BucketRequest): BucketRequest {
     if (isUnshared(bucket.policy)) return bucket
-    // x × (1 + headroom) / N, in that order: 30 × 1.2 / 3 is 12, where 30 × (1.2 / 3) falls short of it.
-    const share = (x: number): number => Math.min(x, x * (1 + this.fallbackHeadroom) / this.liveReplicas)
-    const policy: BucketPolicy = { capacity: Math.max(1, share(bucket.policy.capacity)), refillPerSecond: share(bucket.policy.refillPerSecond) }
-    // A cost above the local share but within the quota overdraws the share (bucket.ts, tokensNeeded):
-    // heavy routes stay possible, and the long-run rate stays the share's.
-    return { key: bucket.key, policy, cost: bucket.cost, overdraft: bucket.cost <= bucket.policy.capacity }
+    // x × (1 + headroom) / N, never above the quota (engine/share.ts). A cost above the local share but
+    // within the quota overdraws the share: heavy routes stay possible, and the long-run rate stays the share's.
+    const policy = sharePolicy(bucket.policy, 1 + this.fallbackHeadroom, this.liveReplicas)
+    return { key: bucket.key, policy, cost: bucket.cost, overdraft: overdraws(bucket.cost, bucket.policy.capacity) }
   }
 
   /**

@@ -1,0 +1,146 @@
+/**
+ * A route's `config.rateLimit`, checked at `onRoute` into a `RoutePlan`, and the
+ * two names of a route: `POST /export` in logs and errors, `route:POST /export`
+ * for its own buckets.
+ */
+import type { RouteOptions } from 'fastify'
+import type { RouteCost } from '../types/route.js'
+import { InvalidRouteConfigError } from '../output/errors.js'
+import { namedPolicy, type NamedPolicy } from '../output/headers.js'
+import { checkKnownKeys, checkNumber, checkObject, checkPolicy, describe, expected, type Fail } from './check.js'
+import { checkTierLimits, namesOf, share, type TierLimit } from './limits.js'
+import { checkPenalty } from './penalty.js'
+import type { EdgePlan, RouteCheckContext, RoutePlan } from './plan.js'
+import { PENALTY_NEEDS_REFUND } from './store.js'
+
+/** `POST /export`, or `GET,HEAD /items` for a route with several methods. */
+export function routeName (routeOptions: Pick<RouteOptions, 'method' | 'url'>): string {
+  const method = Array.isArray(routeOptions.method) ? routeOptions.method.join(',') : routeOptions.method
+  return `${method} ${routeOptions.url}`
+}
+
+/**
+ * `route:GET /report`, the name of a route's own bucket: one per route, and the
+ * same for every way Fastify serves that route.
+ * - HEAD counts as GET, and a route that serves GET is named after GET alone,
+ *   whatever its other methods: Fastify answers HEAD with the GET route's handler
+ *   (its automatic HEAD route, declared with the GET route's url, config and
+ *   constraints), so `HEAD /report` spends the quota of the route serving
+ *   `GET /report`, be it `GET` or `['GET', 'POST']`. An explicit HEAD route with a
+ *   handler of its own spends that quota too, under its own `rateLimit` config: a
+ *   HEAD is a GET without the body, and must not be a way around GET's quota
+ *   (give both routes the same quota, or exempt the HEAD route). Other routes are
+ *   named by their methods: `route:POST,PUT /items`.
+ * - Trailing slashes are dropped (`/api/` is `/api`): a route `/` in a plugin with
+ *   a prefix is served at both `/api` and `/api/`, and Fastify gives the second
+ *   HEAD route an `onRoute` of its own.
+ * - The route's constraints (`version`, `host`, custom ones), when it has any,
+ *   are appended as `[host=api.example.com version=2.0.0]` (names sorted, values
+ *   as `String()` gives them), so that routes at one URL keep their own quotas.
+ *   A route declared before the plugin is named at its first request, where
+ *   Fastify does not tell its constraints: such routes at one URL share one bucket.
+ */
+export function routeBucket (routeOptions: Pick<RouteOptions, 'method' | 'url'> & { constraints?: unknown }): string {
+  const methods = (Array.isArray(routeOptions.method) ? routeOptions.method : [routeOptions.method]).map((method) => method === 'HEAD' ? 'GET' : method)
+  const named = methods.includes('GET') ? 'GET' : [...new Set(methods)].join(',')
+  const url = routeOptions.url.replace(/\/+$/, '') || '/'
+  return `route:${named} ${url}${constraintsSuffix(routeOptions.constraints)}`
+}
+
+/** ` [host=api.example.com version=2.0.0]`, or `''` for a route without constraints. */
+function constraintsSuffix (constraints: unknown): string {
+  if (typeof constraints !== 'object' || constraints === null) return ''
+  const entries = Object.entries(constraints).filter(([, value]) => value !== undefined)
+  if (entries.length === 0) return ''
+  return ` [${entries.map(([name, value]) => `${name}=${String(value)}`).sort().join(' ')}]`
+}
+
+/** Fails with `TOLLGATE_INVALID_ROUTE_CONFIG`, naming the route. */
+type RouteFail = Fail
+
+/**
+ * Validates a route's `config.rateLimit` (throws `TOLLGATE_INVALID_ROUTE_CONFIG`).
+ * Returns `false` for a route left out of both layers. A numeric cost is checked
+ * against the capacity of every tier it can run under (the whole quota, not this
+ * process's share), since a cost above it could never pass.
+ */
+export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'url'> & { constraints?: unknown }, value: unknown, plan: RouteCheckContext): RoutePlan | false {
+  const { edge, app } = plan
+  const route = routeName(routeOptions)
+  const bucket = routeBucket(routeOptions)
+  const fail: RouteFail = (problem) => { throw new InvalidRouteConfigError(route, problem) }
+  if (value === false) return false
+  const config = value === undefined ? {} : checkObject(fail, 'rateLimit', value)
+  checkKnownKeys(fail, 'rateLimit', config, ['cost', 'quota', 'edge', 'app', 'penalty'])
+  if (config.app !== undefined && typeof config.app !== 'boolean') expected(fail, 'rateLimit.app', 'a boolean', config.app)
+  const namesApp = config.app === true || config.cost !== undefined || config.quota !== undefined
+  if (config.app === false && namesApp) {
+    fail('`rateLimit.cost` and `rateLimit.quota` belong to the app layer, which `rateLimit.app: false` leaves out')
+  }
+  if (app === undefined && namesApp) {
+    fail('`rateLimit.app`, `rateLimit.cost` and `rateLimit.quota` need the app layer, which is disabled (set the `app` option)')
+  }
+  const edgeQuota = checkRouteEdge(fail, config.edge, edge, plan.quotaShare)
+  const edgeBuckets = config.edge === false || edge === undefined ? [] : [edge.bucket, edgeQuota].filter((b) => b !== undefined)
+  const penalty = config.penalty === undefined ? undefined : config.penalty === false ? false as const : checkPenalty(fail, 'rateLimit.penalty', config.penalty)
+  if (penalty !== undefined && penalty !== false) {
+    if (!plan.refunds) fail(PENALTY_NEEDS_REFUND)
+    if (edgeBuckets.length > 0 && edge !== undefined && edge.local) {
+      fail(`Expected \`rateLimit.penalty\` on a route the edge limits with \`edge.mode: 'exact'\` (the penalty is kept in the shared store), got \`edge.mode: '${edge.mode}'\` (or give the route \`edge: false\`)`)
+    }
+  }
+  const settled = { route, bucket, edgeBuckets, edgeQuota, app: app !== undefined && config.app !== false && (app.global || namesApp), penalty }
+  if (app === undefined) return { ...settled, cost: 1, quota: undefined }
+  return { ...settled, cost: checkRouteCost(fail, config.cost ?? 1, app.tiers), quota: checkRouteQuota(fail, config.quota, app.tiers, plan.quotaShare) }
+}
+
+/** `rateLimit.cost`: a function, or a number within the capacity of every tier (as configured). */
+function checkRouteCost (fail: RouteFail, cost: unknown, tiers: Record<string, readonly TierLimit[]>): RouteCost {
+  if (typeof cost === 'function') return cost as RouteCost
+  if (typeof cost !== 'number') expected(fail, 'rateLimit.cost', 'a finite number ≥ 0 or a function of the request', cost)
+  checkNumber(fail, 'rateLimit.cost', cost, 0)
+  for (const tier of Object.keys(tiers)) {
+    const limits = tiers[tier] as readonly TierLimit[]
+    for (const limit of limits) {
+      const capacity = limit.whole.capacity
+      if (cost > capacity) {
+        const above = limits.length > 1
+          ? `the capacity ${capacity} of tier \`${tier}\`'s limit \`${limit.named.name}\``
+          : `tier \`${tier}\`'s capacity ${capacity}`
+        fail(`Expected \`rateLimit.cost\` to be at most the capacity of every tier, got \`${cost}\` above ${above}: it could never pass`)
+      }
+    }
+  }
+  return cost
+}
+
+/** `rateLimit.quota`: tiers of `app.tiers` only, whose limits are named apart from the tiers' own. */
+function checkRouteQuota (fail: RouteFail, value: unknown, tiers: Record<string, readonly TierLimit[]>, quotaShare: number): Record<string, readonly TierLimit[]> | undefined {
+  if (value === undefined) return undefined
+  const quota = checkTierLimits(fail, 'rateLimit.quota', value, 'route', quotaShare, '#')
+  for (const tier of Object.keys(quota)) {
+    if (!(tier in tiers)) {
+      fail(`Expected \`rateLimit.quota\` to name only tiers of \`app.tiers\` (${Object.keys(tiers).join(', ')}), got ${describe(tier)}`)
+    }
+  }
+  // One step shows a tier's limits and the route's: a name must say which bucket it is.
+  for (const tier of Object.keys(tiers)) {
+    const tierNames = namesOf(tiers[tier] as readonly TierLimit[])
+    const clash = namesOf((quota[tier] ?? quota.default) as readonly TierLimit[]).find((name) => tierNames.includes(name))
+    if (clash !== undefined) {
+      fail(`Expected the limits of \`rateLimit.quota\` to be named apart from tier \`${tier}\`'s limits (${tierNames.join(', ')}), got ${describe(clash)} in both` +
+        ' (a tier of one policy is named `app`, a route quota of one policy `route`)')
+    }
+  }
+  return quota
+}
+
+/** A route's own edge bucket (`rateLimit.edge` as a policy), named `edge-route`; `undefined` for none or `false`. */
+function checkRouteEdge (fail: Fail, value: unknown, edge: EdgePlan | undefined, quotaShare: number): NamedPolicy | undefined {
+  if (value === undefined || value === false) return undefined
+  if (edge === undefined) {
+    fail('`rateLimit.edge` needs the edge layer, which is disabled (set the `edge` option; `edge: { global: false }` runs it only for routes with their own `rateLimit.edge`)')
+  }
+  if (value === true) expected(fail, 'rateLimit.edge', 'false or a policy { capacity, refillPerSecond }', value)
+  return namedPolicy('edge-route', share(fail, 'rateLimit.edge', checkPolicy(fail, 'rateLimit.edge', value), quotaShare))
+}

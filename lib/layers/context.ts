@@ -1,0 +1,56 @@
+/**
+ * What the layers run with: the plan (config/plan.ts) and what wire.ts built from
+ * it — the stores, the key caches, the penalty counter, the shadow counter.
+ */
+import type { Store } from '../types/store.js'
+import type { FastifyRequest } from 'fastify'
+import type { AppPlan, EdgePlan, Plan } from '../config/plan.js'
+import type { Warnings } from '../output/warnings.js'
+import type { ShadowCounter } from '../output/shadow-report.js'
+import type { IdentityQuotas } from './identity-quota.js'
+import type { Penalties } from './penalty.js'
+import type { RouteTable } from './routes.js'
+
+export interface EdgeSettings extends EdgePlan {
+  /** A `key` value → its bucket key, `{key:<digest>}:edge` (HMAC-SHA256 with `keySecret`, else SHA-256); cached. */
+  keyOfValue: (value: string) => string
+  /** `request.ip` → its bucket key, `{ip:<address>}:edge` (IPv6 by `ipv6Subnet`); cached. */
+  keyOfAddress: (ip: string) => string
+  /** The store the edge decides with: the plugin's store, or under a local `edge.mode` one in front of it. */
+  store: Store
+}
+
+export interface AppSettings extends AppPlan {
+  /** Checks identities' quotas against `app.maxQuota`; `undefined` without it. */
+  identityQuotas: IdentityQuotas | undefined
+}
+
+export interface Settings extends Omit<Plan, 'store' | 'edge' | 'app'> {
+  /** The plugin's store (the app layer's, and the edge's under `edge.mode: 'exact'`). */
+  store: Store
+  edge: EdgeSettings | undefined
+  app: AppSettings | undefined
+  /** Counts refusals and starts penalties. */
+  penalties: Penalties
+  /** Counts would-be refusals for `fastify.tollgate.shadowReport()`; `undefined` unless `shadow`. */
+  shadowCounter: ShadowCounter | undefined
+}
+
+/** What a layer's hooks are made with. */
+export interface HookContext {
+  settings: Settings
+  routes: RouteTable
+  warnings: Warnings
+  /** request.ip is the connection's address (trustProxy off): keys of an address are kept per connection. */
+  perConnection: boolean
+  /** The allow-list's test; `undefined` without an allow-list. */
+  allowed: ((request: FastifyRequest) => boolean) | undefined
+}
+
+/** The layer a step decides for. */
+export type Layer = 'edge' | 'app' | 'manual'
+
+/** The store a layer decides with: the edge's own (`EdgeSettings.store`), else the plugin's. */
+export function storeOf (settings: Settings, layer: Layer): Store {
+  return layer === 'edge' && settings.edge !== undefined ? settings.edge.store : settings.store
+}

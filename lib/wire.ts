@@ -1,0 +1,59 @@
+/**
+ * The plan (config/) → the runtime the layers run with: the store (the memory
+ * store by default), the edge's own store under a local `edge.mode`, the key
+ * caches, identities' quota checks, the penalty counter and the shadow counter.
+ * Called once every option has passed validation; `close()` releases all it made.
+ */
+import { performance } from 'node:perf_hooks'
+import type { FastifyBaseLogger } from 'fastify'
+import type { Store } from './types/store.js'
+import type { EdgePlan, Plan } from './config/plan.js'
+import { ShadowCounter } from './output/shadow-report.js'
+import { MemoryStore } from './stores/memory.js'
+import { ReplicaShareEdge } from './stores/replica-share.js'
+import { SettlingEdge } from './stores/settling.js'
+import type { EdgeSettings, Settings } from './layers/context.js'
+import { IdentityQuotas } from './layers/identity-quota.js'
+import { edgeKeys } from './layers/keys.js'
+import { Penalties } from './layers/penalty.js'
+
+/** The runtime, and how to release it. */
+export interface Wired {
+  settings: Settings
+  /** Closes what `wire` made and the stores, the edge's own first (it settles with the shared one). */
+  close: () => Promise<void>
+}
+
+/** Builds the runtime of `plan`; `log` is the app's logger, which the stores log through. */
+export function wire (plan: Plan, log: FastifyBaseLogger): Wired {
+  const store: Store = plan.store ?? new MemoryStore()
+  const clock = store.localClock ?? ((): number => performance.now())
+  store.useLogger?.(log)
+  const edge = plan.edge === undefined ? undefined : wireEdge(plan.edge, store, clock)
+  if (edge !== undefined && edge.store !== store) edge.store.useLogger?.(log)
+  const app = plan.app === undefined
+    ? undefined
+    : { ...plan.app, identityQuotas: plan.app.maxQuota === undefined ? undefined : new IdentityQuotas(plan.app.maxQuota, plan.quotaShare) }
+  const penalties = new Penalties(store, () => log, store.localClock)
+  const shadowCounter = plan.shadow ? new ShadowCounter(plan.shadowReport.minutes, plan.shadowReport.keys, clock) : undefined
+  const settings: Settings = { ...plan, store, edge, app, penalties, shadowCounter }
+  return {
+    settings,
+    close: async () => {
+      penalties.close()
+      if (edge !== undefined && edge.store !== store) await edge.store.close()
+      await store.close()
+    }
+  }
+}
+
+/** The edge's settings: its key caches, and the store it decides with (one in front of `store` under a local mode). */
+function wireEdge (edge: EdgePlan, store: Store, clock: () => number): EdgeSettings {
+  return { ...edge, ...edgeKeys(edge), store: edge.local ? localEdgeStore(edge, store, clock) : store }
+}
+
+function localEdgeStore (edge: EdgePlan, store: Store, clock: () => number): Store {
+  const replicas = (): number => Math.max(1, Math.floor(store.liveReplicas as number))
+  if (edge.mode === 'replica-share') return new ReplicaShareEdge(replicas, clock)
+  return new SettlingEdge({ store: store as Store & Required<Pick<Store, 'settle'>>, replicas, intervalMs: edge.settleIntervalMs, clock })
+}
