@@ -1,6 +1,56 @@
 // @ts-check
 import js from '@eslint/js'
 import tseslint from 'typescript-eslint'
+import { createNodeResolver, importX } from 'eslint-plugin-import-x'
+
+// ---------------------------------------------------------------------------
+// Structure of lib/: layers, sizes (cycles: see `lint:cycles` in package.json).
+// ---------------------------------------------------------------------------
+
+// The layers of lib/, lowest first. A file may import (value or `import type`)
+// files of its own layer and of earlier rows, never of a later row.
+// Paths are folders (everything under them) or single files, from the repo root.
+// A lib/ file in no row (today's flat lib/*.ts) is neither checked nor protected.
+const LAYERS = [
+  { name: 'types', paths: ['lib/types'] }, // public types only
+  { name: 'engine', paths: ['lib/engine'] },
+  { name: 'output', paths: ['lib/output'] }, // errors, headers, warnings, diagnostics, shadow report
+  { name: 'config', paths: ['lib/config'] }, // validation
+  { name: 'stores', paths: ['lib/stores'] }, // lib/stores/redis/ included
+  { name: 'layers', paths: ['lib/layers'] },
+  { name: 'wire', paths: ['lib/wire.ts'] },
+  { name: 'top', paths: ['lib/plugin.ts', 'lib/index.ts', 'lib/metrics.ts'] }
+]
+
+// One zone per (lower, higher) pair: files of `lower` may not import files of `higher`.
+const layerZones = LAYERS.flatMap((lower, i) =>
+  LAYERS.slice(i + 1).map((higher, j) => ({
+    target: lower.paths,
+    from: higher.paths,
+    message: `lib/ layer ${i} '${lower.name}' may not import layer ${i + 1 + j} '${higher.name}': imports point down the layers (eslint.config.js LAYERS).`
+  }))
+)
+
+const structure = [
+  {
+    files: ['lib/**/*.ts'],
+    plugins: { 'import-x': importX },
+    settings: {
+      // NodeNext sources import './x.js' for ./x.ts.
+      'import-x/resolver-next': [createNodeResolver({ extensions: ['.ts', '.js'], extensionAlias: { '.js': ['.ts', '.js'] } })]
+    },
+    rules: {
+      // Checks `import type` and `export ... from` too; an unresolvable path is not checked.
+      'import-x/no-restricted-paths': ['error', { basePath: import.meta.dirname, zones: layerZones }],
+      // Every line, as `wc -l` counts them.
+      // TODO(restructure): 'error' once lib/ is in layers
+      'max-lines': ['warn', { max: 300, skipBlankLines: false, skipComments: false }],
+      // A function's lines from its first to its last (a nested function counts in its parent too), blank and comment lines not counted.
+      // TODO(restructure): 'error' once lib/ is in layers
+      'max-lines-per-function': ['warn', { max: 60, skipBlankLines: true, skipComments: true }]
+    }
+  }
+]
 
 export default tseslint.config(
   // test/fixtures/consumer/ is a user's project, run and type-checked against the packed package by test/package.test.ts.
@@ -39,5 +89,6 @@ export default tseslint.config(
       '@typescript-eslint/no-unsafe-member-access': 'off',
       '@typescript-eslint/no-unsafe-argument': 'off'
     }
-  }
+  },
+  ...structure
 )
