@@ -1,6 +1,7 @@
 import t from 'tap'
 import { createHash, createHmac } from 'node:crypto'
-import { boundIdentity, bucketKey, clientAddress, keyDigest, plainAddress } from '../lib/layers/keys.js'
+import { boundIdentity, bucketKey, keyDigest } from '../lib/output/key-format.js'
+import { clientAddress, plainAddress } from '../lib/layers/keys.js'
 
 t.test('clientAddress normalises client IPs', async (t) => {
   const cases: Array<[string | undefined, number, string]> = [

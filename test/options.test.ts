@@ -1,6 +1,6 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { routeBucket } from '../lib/config/route.js'
+import { routeBucket } from '../lib/output/route-names.js'
 import { memoryStore } from '../lib/index.js'
 import { describe } from '../lib/config/check.js'
 import { readyWith } from './helpers.js'

@@ -6,6 +6,7 @@
 import type { BucketPolicy } from '../types/engine.js'
 import type { Period } from '../types/options.js'
 import { namedPolicy, type NamedPolicy } from '../output/headers.js'
+import { limitSuffix } from '../output/key-format.js'
 import { sharePolicy } from '../engine/share.js'
 import { checkInteger, checkNumber, checkObject, checkPolicy, checkTiers, describe, expected, failOption, type Fail } from './check.js'
 
@@ -55,7 +56,7 @@ export function per (count: number, period: Period | number): BucketPolicy {
  * `#hour`, which no route's name holds).
  */
 export function checkQuota (
-  fail: Fail, path: string, value: unknown, single: string, share: (path: string, policy: BucketPolicy) => BucketPolicy, separator = ':'
+  fail: Fail, path: string, value: unknown, single: string, share: (path: string, policy: BucketPolicy) => BucketPolicy, separator: ':' | '#' = ':'
 ): readonly TierLimit[] {
   if (!Array.isArray(value)) {
     const whole = checkPolicy(fail, path, value)
@@ -77,7 +78,7 @@ export function checkQuota (
     if (seen.has(name)) fail(`Expected the names in \`${path}\` to be unique, got ${describe(name)} twice`)
     seen.add(name)
     const whole = checkPolicy(fail, at, item, ['name'])
-    return { named: namedPolicy(name, share(at, whole)), whole, keySuffix: `${separator}${name}` }
+    return { named: namedPolicy(name, share(at, whole)), whole, keySuffix: limitSuffix(separator, name) }
   }))
 }
 
@@ -102,6 +103,6 @@ export function share (fail: Fail, path: string, policy: BucketPolicy, quotaShar
 }
 
 /** Checked tiers (see `checkTiers`), each a list of limits; a tier of one policy is one limit named `single`. */
-export function checkTierLimits (fail: Fail, path: string, value: unknown, single: string, quotaShare: number, separator?: string): Record<string, readonly TierLimit[]> {
+export function checkTierLimits (fail: Fail, path: string, value: unknown, single: string, quotaShare: number, separator?: ':' | '#'): Record<string, readonly TierLimit[]> {
   return checkTiers(fail, path, value, (at, quota) => checkQuota(fail, at, quota, single, (of, policy) => share(fail, of, policy, quotaShare), separator))
 }

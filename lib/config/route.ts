@@ -1,7 +1,6 @@
 /**
- * A route's `config.rateLimit`, checked at `onRoute` into a `RoutePlan`, and the
- * two names of a route: `POST /export` in logs and errors, `route:POST /export`
- * for its own buckets.
+ * A route's `config.rateLimit`, checked at `onRoute` into a `RoutePlan` (its
+ * names are in output/route-names.ts).
  */
 import type { RouteOptions } from 'fastify'
 import type { RouteCost } from '../types/route.js'
@@ -12,48 +11,7 @@ import { checkTierLimits, namesOf, share, type TierLimit } from './limits.js'
 import { checkPenalty } from './penalty.js'
 import type { EdgePlan, RouteCheckContext, RoutePlan } from './plan.js'
 import { PENALTY_NEEDS_REFUND } from './store.js'
-
-/** `POST /export`, or `GET,HEAD /items` for a route with several methods. */
-export function routeName (routeOptions: Pick<RouteOptions, 'method' | 'url'>): string {
-  const method = Array.isArray(routeOptions.method) ? routeOptions.method.join(',') : routeOptions.method
-  return `${method} ${routeOptions.url}`
-}
-
-/**
- * `route:GET /report`, the name of a route's own bucket: one per route, and the
- * same for every way Fastify serves that route.
- * - HEAD counts as GET, and a route that serves GET is named after GET alone,
- *   whatever its other methods: Fastify answers HEAD with the GET route's handler
- *   (its automatic HEAD route, declared with the GET route's url, config and
- *   constraints), so `HEAD /report` spends the quota of the route serving
- *   `GET /report`, be it `GET` or `['GET', 'POST']`. An explicit HEAD route with a
- *   handler of its own spends that quota too, under its own `rateLimit` config: a
- *   HEAD is a GET without the body, and must not be a way around GET's quota
- *   (give both routes the same quota, or exempt the HEAD route). Other routes are
- *   named by their methods: `route:POST,PUT /items`.
- * - Trailing slashes are dropped (`/api/` is `/api`): a route `/` in a plugin with
- *   a prefix is served at both `/api` and `/api/`, and Fastify gives the second
- *   HEAD route an `onRoute` of its own.
- * - The route's constraints (`version`, `host`, custom ones), when it has any,
- *   are appended as `[host=api.example.com version=2.0.0]` (names sorted, values
- *   as `String()` gives them), so that routes at one URL keep their own quotas.
- *   A route declared before the plugin is named at its first request, where
- *   Fastify does not tell its constraints: such routes at one URL share one bucket.
- */
-export function routeBucket (routeOptions: Pick<RouteOptions, 'method' | 'url'> & { constraints?: unknown }): string {
-  const methods = (Array.isArray(routeOptions.method) ? routeOptions.method : [routeOptions.method]).map((method) => method === 'HEAD' ? 'GET' : method)
-  const named = methods.includes('GET') ? 'GET' : [...new Set(methods)].join(',')
-  const url = routeOptions.url.replace(/\/+$/, '') || '/'
-  return `route:${named} ${url}${constraintsSuffix(routeOptions.constraints)}`
-}
-
-/** ` [host=api.example.com version=2.0.0]`, or `''` for a route without constraints. */
-function constraintsSuffix (constraints: unknown): string {
-  if (typeof constraints !== 'object' || constraints === null) return ''
-  const entries = Object.entries(constraints).filter(([, value]) => value !== undefined)
-  if (entries.length === 0) return ''
-  return ` [${entries.map(([name, value]) => `${name}=${String(value)}`).sort().join(' ')}]`
-}
+import { routeBucket, routeName } from '../output/route-names.js'
 
 /** Fails with `TOLLGATE_INVALID_ROUTE_CONFIG`, naming the route. */
 type RouteFail = Fail

@@ -9,7 +9,7 @@ import type { AllowListSettings } from '../config/allow-list.js'
 import { ThrottledLog } from '../output/throttled-log.js'
 import { memoize, ofClientAddress } from './key-cache.js'
 import { plainAddress } from './keys.js'
-import { isPromise } from './sync.js'
+import { returnedPromise } from './sync.js'
 
 /** How often a predicate that throws is logged, at most: once per minute (ms). */
 export const MATCH_ERROR_LOG_INTERVAL_MS = 60_000
@@ -46,7 +46,7 @@ export function allowTest (settings: AllowListSettings, context: AllowTestContex
     if (match === undefined) return false
     try {
       const answer = match(request)
-      if (isPromise(answer)) throw new Error('allowList.match returned a promise: it must answer synchronously')
+      if (returnedPromise(answer)) throw new Error('allowList.match returned a promise: it must answer synchronously')
       return answer === true
     } catch (error) {
       throws.log((since) => {

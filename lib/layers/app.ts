@@ -18,8 +18,9 @@ import type { AppKeys } from './keys.js'
 import { addPenaltyBuckets, stepPenalty } from './penalty.js'
 import { requester } from './requester.js'
 import type { RouteSettings } from './routes.js'
-import { runStep, type Done } from './step.js'
-import { isPromise } from './sync.js'
+import type { Done } from './outcome.js'
+import { runStep } from './step.js'
+import { returnedPromise } from './sync.js'
 
 export type Hook = (request: FastifyRequest, reply: FastifyReply, done: Done) => void
 
@@ -38,7 +39,7 @@ function costOf (request: FastifyRequest, route: RouteSettings, capacity: number
   } catch (error) {
     return new InvalidCostError(route.route, 'the cost function threw', { cause: error })
   }
-  if (isPromise(cost)) return new InvalidCostError(route.route, 'the cost function returned a promise; it must return a number synchronously')
+  if (returnedPromise(cost)) return new InvalidCostError(route.route, 'the cost function returned a promise; it must return a number synchronously')
   if (typeof cost !== 'number' || !Number.isFinite(cost) || cost < 0) {
     return new InvalidCostError(route.route, `the cost function returned ${describe(cost)}; expected a finite number ≥ 0`)
   }
@@ -88,7 +89,7 @@ export function createAppHook (context: AppHookContext, route: RouteSettings): H
     if (tier.layout.buckets.length > tier.main) addRouteBuckets(buckets, tier, keys.route(who, request, route.bucket))
     const penalty = app.penalty === undefined && route.penalty === undefined ? undefined : stepPenalty(app.penalty, route, key)
     if (penalty !== undefined) addPenaltyBuckets(buckets, penalty)
-    runStep(settings, request, reply, { layer: 'app', buckets, layout: tier.layout, tier: who.tier, penalty }, done)
+    runStep(settings, { layer: 'app', buckets, layout: tier.layout, tier: who.tier, penalty, request, reply, done })
   }
 }
 

@@ -8,6 +8,7 @@ import type { AppPlan, EdgePlan, Plan } from '../config/plan.js'
 import type { Warnings } from '../output/warnings.js'
 import type { ShadowCounter } from '../output/shadow-report.js'
 import type { IdentityQuotas } from './identity-quota.js'
+import type { Outcome } from './outcome.js'
 import type { Penalties } from './penalty.js'
 import type { RouteTable } from './routes.js'
 
@@ -30,6 +31,8 @@ export interface Settings extends Omit<Plan, 'store' | 'edge' | 'app'> {
   store: Store
   edge: EdgeSettings | undefined
   app: AppSettings | undefined
+  /** What a refusal does: enforce it, or in shadow mode let it pass. */
+  outcome: Outcome
   /** Counts refusals and starts penalties. */
   penalties: Penalties
   /** Counts would-be refusals for `fastify.tollgate.shadowReport()`; `undefined` unless `shadow`. */

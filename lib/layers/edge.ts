@@ -4,11 +4,13 @@
  * and body parsing. Every request costs 1 from each.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { runStep, type Done } from './step.js'
+import type { Done } from './outcome.js'
+import { runStep } from './step.js'
 import { HeaderLayout, type NamedPolicy } from '../output/headers.js'
+import { edgeRouteKey } from '../output/key-format.js'
 import { ofClientAddress } from './key-cache.js'
 import { routeConfigReader } from './route-config.js'
-import { isPromise } from './sync.js'
+import { returnedPromise } from './sync.js'
 import type { EdgeSettings, HookContext } from './context.js'
 import type { RouteSettings } from './routes.js'
 import type { BucketRequest } from '../types/store.js'
@@ -27,7 +29,7 @@ export function edgeKey (request: FastifyRequest, edge: EdgeSettings, addressKey
     } catch (error) {
       request.log.error({ err: error }, 'fastify-tollgate: edge.key threw; keyed by client IP')
     }
-    if (isPromise(key)) {
+    if (returnedPromise(key)) {
       onAsync()
       key = undefined
     }
@@ -66,11 +68,11 @@ export function createEdgeHook (context: HookContext, edge: EdgeSettings) {
     if (edge.bucket !== undefined) buckets.push({ key, policy: edge.bucket.policy, cost: 1 })
     // The route's own bucket (it follows the client's in the layout): the same hash tag as the client's.
     if (layout.buckets.length > buckets.length) {
-      buckets.push({ key: `${key}-${(route as { bucket: string }).bucket}`, policy: (layout.buckets[buckets.length] as NamedPolicy).policy, cost: 1 })
+      buckets.push({ key: edgeRouteKey(key, (route as { bucket: string }).bucket), policy: (layout.buckets[buckets.length] as NamedPolicy).policy, cost: 1 })
     }
     const routed = route as RouteSettings | undefined // not false here: such a route has no layout
     const penalty = edge.penalty === undefined && routed?.penalty === undefined ? undefined : stepPenalty(edge.penalty, routed, key)
     if (penalty !== undefined) addPenaltyBuckets(buckets, penalty)
-    runStep(settings, request, reply, { layer: 'edge', buckets, layout, tier: undefined, penalty }, done)
+    runStep(settings, { layer: 'edge', buckets, layout, tier: undefined, penalty, request, reply, done })
   }
 }

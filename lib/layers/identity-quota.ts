@@ -10,6 +10,7 @@ import type { FastifyRequest } from 'fastify'
 import { performance } from 'node:perf_hooks'
 import type { BucketPolicy } from '../types/engine.js'
 import { checkQuota, share, type TierLimit } from '../config/limits.js'
+import { identityQuotaSuffix } from '../output/key-format.js'
 import { ThrottledLog } from '../output/throttled-log.js'
 import type { Fail } from '../config/check.js'
 
@@ -72,7 +73,7 @@ export class IdentityQuotas {
     } catch (error) {
       return reasonOf(error)
     }
-    const keySuffixes = limits.map((limit) => `${limit.keySuffix}~q${limit.whole.capacity}r${limit.whole.refillPerSecond}`)
+    const keySuffixes = limits.map((limit) => identityQuotaSuffix(limit.keySuffix, limit.whole))
     const text = keySuffixes.join(',')
     let quota = this.checked.get(text)
     if (quota === undefined) {

@@ -1,44 +1,13 @@
 /**
- * Bucket keys: client addresses normalised, identities bounded and sanitised.
- *
- * A key reads `{<kind>:<identity>}:<bucket>`, e.g. `{ip:203.0.113.7}:edge`,
- * `{user:42}:app`, `{user:42}:route:POST /export`. Every bucket of one identity
- * shares the `{…}` hash tag (one Redis Cluster slot), and the kinds keep key
- * spaces apart: a user whose id is an IP string never shares an anonymous bucket.
+ * The layers' keys of a request: client addresses normalised (IPv4-mapped IPv6
+ * unmapped, IPv6 grouped by prefix, ports dropped) and the edge's and app
+ * layer's key caches. The key format itself is output/key-format.ts.
  */
-import { createHash, createHmac } from 'node:crypto'
 import { isIPv4, isIPv6 } from 'node:net'
-import type { EdgePlan } from '../config/plan.js'
 import type { FastifyRequest } from 'fastify'
+import type { EdgePlan } from '../config/plan.js'
+import { bucketKey, keyDigest } from '../output/key-format.js'
 import { memoize, ofClientAddress } from './key-cache.js'
-
-/** Longest identity kept verbatim; longer ones are hashed. */
-const MAX_IDENTITY_LENGTH = 100
-/** Identities made only of these characters are kept verbatim; others are hashed. */
-const SAFE_IDENTITY = /^[\w.:@/+=-]+$/
-
-/**
- * An identity safe to put in a key: kept as it is when short and plain, else
- * `~` and a SHA-256 digest (`~` is not a plain character, so a hashed identity
- * never equals a verbatim one). It can never contain `{`, `}` or a newline.
- */
-export function boundIdentity (identity: string): string {
-  if (identity.length <= MAX_IDENTITY_LENGTH && SAFE_IDENTITY.test(identity)) return identity
-  return '~' + createHash('sha256').update(identity).digest('base64url')
-}
-
-/**
- * Hides `edge.key` values (API keys) before they become part of a store key or
- * a log line: HMAC-SHA256 with `secret`, else plain SHA-256 (base64url, 43 characters).
- */
-export function keyDigest (secret: string | undefined): (value: string) => string {
-  return (value) => (secret === undefined ? createHash('sha256') : createHmac('sha256', secret)).update(value).digest('base64url')
-}
-
-/** The key of bucket `bucket` for identity `identity` of kind `kind` (`ip`, `key`, `user`…). */
-export function bucketKey (kind: string, identity: string, bucket: string): string {
-  return `{${kind}:${boundIdentity(identity)}}:${bucket}`
-}
 
 /** The edge's key caches: `{key:<digest>}:edge` of an `edge.key` value, `{ip:<address>}:edge` of a client address. */
 export function edgeKeys (edge: Pick<EdgePlan, 'keySecret' | 'ipv6Subnet'>): { keyOfValue: (value: string) => string, keyOfAddress: (ip: string) => string } {

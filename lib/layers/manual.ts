@@ -11,8 +11,9 @@ import { read } from '../engine/bucket.js'
 import type { BucketPolicy } from '../types/engine.js'
 import { edgeKey } from './edge.js'
 import { namedPolicy, type NamedPolicy } from '../output/headers.js'
-import { bucketKey, clientAddress } from './keys.js'
-import { routeBucket } from '../config/route.js'
+import { bucketKey, manualKey } from '../output/key-format.js'
+import { clientAddress } from './keys.js'
+import { routeBucketOf } from '../output/route-names.js'
 import { overdraws } from '../engine/share.js'
 import { storeOf, type Settings } from './context.js'
 import type { BucketReport, LimitDecision } from '../types/decision.js'
@@ -102,9 +103,6 @@ export function resolve (m: Manual, target: unknown, policy: unknown): Resolved 
   return layerBucket(m, target)
 }
 
-/** The store key of a bucket of one's own: apart from every key a layer uses. */
-const manualKey = (key: string): string => bucketKey('manual', key, 'manual')
-
 /** The store keys a call names, without a policy (`reset`). */
 function resolveKeys (m: Manual, target: unknown): string[] {
   return typeof target === 'string' && target !== '' ? [manualKey(target)] : layerBucket(m, target).buckets.map((bucket) => bucket.key)
@@ -169,7 +167,7 @@ function appBucket (m: Manual, bucket: Record<string, unknown>): Resolved {
     const limits = app.tiers[tierName] as readonly TierLimit[]
     return { layer: 'app', tier: tierName, buckets: limits.map((limit) => ({ key: key + limit.keySuffix, named: limit.named, wholeCapacity: limit.whole.capacity })) }
   }
-  const name = routeName(checkText('bucket.route', route))
+  const name = routeBucketOf(checkText('bucket.route', route))
   const quota = m.routes.get(name)
   if (quota === undefined) {
     const known = [...m.routes.keys()].map((bucketName) => bucketName.slice('route:'.length))
@@ -178,14 +176,6 @@ function appBucket (m: Manual, bucket: Record<string, unknown>): Resolved {
   const key = bucketKey(kind, id, name)
   const limits = (quota[tierName] ?? quota.default) as readonly TierLimit[]
   return { layer: 'app', tier: tierName, buckets: limits.map((limit) => ({ key: key + limit.keySuffix, named: limit.named, wholeCapacity: undefined })) }
-}
-
-/** `POST /export` → `route:POST /export`, named as `routeBucket` names a route (HEAD as GET, no trailing slash). */
-function routeName (route: string): string {
-  const match = /^(\S+) (\S+)(.*)$/.exec(route)
-  if (match === null) return `route:${route}`
-  const [, methods, url, constraints] = match as unknown as [string, string, string, string]
-  return routeBucket({ method: methods.split(','), url }) + constraints
 }
 
 function checkText (path: string, value: unknown): string {

@@ -18,6 +18,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import { MemoryStore } from '../stores/memory.js'
 import type { BucketRequest, Store, StoreDecision } from '../types/store.js'
 import type { PenaltySettings } from '../config/penalty.js'
+import { penaltyKey } from '../output/key-format.js'
 
 /** A step's penalty: its settings, and the key of its bucket (the client's key, `~penalty`, and the route's bucket name for a route's own). */
 export interface StepPenalty {
@@ -35,9 +36,8 @@ export interface StepPenalty {
 export function stepPenalty (layer: PenaltySettings | undefined, route: { bucket: string, penalty: PenaltySettings | false | undefined } | undefined, key: string): StepPenalty | undefined {
   const own = route?.penalty
   if (own === false) return undefined
-  // `~`: no limit name holds one, so no limit's key (`…:app:<name>`) is a penalty's.
-  const layers = layer === undefined ? undefined : { settings: layer, key: `${key}~penalty` }
-  if (own !== undefined) return { settings: own, key: `${key}~penalty:${(route as { bucket: string }).bucket}`, layer: layers }
+  const layers = layer === undefined ? undefined : { settings: layer, key: penaltyKey(key) }
+  if (own !== undefined) return { settings: own, key: penaltyKey(key, (route as { bucket: string }).bucket), layer: layers }
   return layers
 }
 

@@ -8,7 +8,7 @@ import type { Identity, Quota } from '../types/options.js'
 import type { Warnings } from '../output/warnings.js'
 import type { AppSettings } from './context.js'
 import type { IdentityQuota, IdentityQuotas } from './identity-quota.js'
-import { isPromise } from './sync.js'
+import { returnedPromise } from './sync.js'
 
 /** Who a request is from, as keys see it. */
 export interface Requester {
@@ -45,7 +45,7 @@ export function requester (request: FastifyRequest, app: AppSettings, warnings: 
   } catch (error) {
     request.log.error({ err: error }, 'fastify-tollgate: app.identify threw; treated as anonymous')
   }
-  if (isPromise(identity)) {
+  if (returnedPromise(identity)) {
     warnings.warn('TOLLGATE_ASYNC_IDENTIFY')
     identity = undefined
   }

@@ -9,7 +9,8 @@
  */
 import type { FastifyRequest, RouteOptions } from 'fastify'
 import type { RouteCheckContext, RoutePlan } from '../config/plan.js'
-import { checkRouteConfig, routeName } from '../config/route.js'
+import { checkRouteConfig } from '../config/route.js'
+import { routeName } from '../output/route-names.js'
 import { HeaderLayout } from '../output/headers.js'
 import type { Warnings } from '../output/warnings.js'
 

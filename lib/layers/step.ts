@@ -3,18 +3,19 @@
  * headers, a log line, `onLimit`, and either `done()` or a refusal.
  * The store may answer synchronously; then no promise is made.
  */
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyRequest } from 'fastify'
 import { performance } from 'node:perf_hooks'
 import { decisionChannel, publishDecision, publishUnavailable } from '../output/diagnostics.js'
-import { PenalizedError, RateLimitedError, StoreUnavailableError } from '../output/errors.js'
+import { StoreUnavailableError } from '../output/errors.js'
 import { HeaderLayout, namedPolicy, writeHeaders } from '../output/headers.js'
 import { storeOf, type Settings } from './context.js'
 import type { LimitDecision } from '../types/decision.js'
 import type { BucketRequest, StoreDecision } from '../types/store.js'
 import type { BucketPolicy } from '../types/engine.js'
 import type { StepPenalty } from './penalty.js'
+import { isThenable } from './sync.js'
+import type { StepEnd } from './outcome.js'
 
-export type Done = (error?: Error) => void
 
 /** What one layer asks of the store for one request. */
 export interface Step {
@@ -29,13 +30,8 @@ export interface Step {
   penalty?: StepPenalty | undefined
 }
 
-function isThenable (value: unknown): value is PromiseLike<unknown> {
-  return typeof (value as { then?: unknown } | null | undefined)?.then === 'function'
-}
-
-function isPromise<T> (value: T | Promise<T>): value is Promise<T> {
-  return typeof (value as { then?: unknown }).then === 'function'
-}
+/** A layer's step for one request: the request, its reply, and the hook's `done`. */
+export interface RequestStep extends Step, StepEnd {}
 
 /** The time of a step no one watched (its decision is not published), in place of the store's time. */
 const UNWATCHED = -1
@@ -45,23 +41,23 @@ function elapsed (startedMs: number): number {
   return startedMs === UNWATCHED ? UNWATCHED : performance.now() - startedMs
 }
 
-/** Runs `step` against the store and calls `done` once, with a refusal or with nothing. */
-export function runStep (settings: Settings, request: FastifyRequest, reply: FastifyReply, step: Step, done: Done): void {
+/** Runs `step` against the store and calls `step.done` once, with a refusal or with nothing. */
+export function runStep (settings: Settings, step: RequestStep): void {
   const startedMs = decisionChannel.hasSubscribers ? performance.now() : UNWATCHED
-  let result: StoreDecision | Promise<StoreDecision>
+  let result: StoreDecision | PromiseLike<StoreDecision>
   try {
     result = storeOf(settings, step.layer).consume(step.buckets)
   } catch (error) {
-    storeFailed(settings, request, reply, step, elapsed(startedMs), error, done)
+    storeFailed(settings, step, elapsed(startedMs), error)
     return
   }
-  if (isPromise(result)) {
+  if (isThenable(result)) {
     result.then(
-      (decision) => { finish(settings, request, reply, step, decision, elapsed(startedMs), done) },
-      (error: unknown) => { storeFailed(settings, request, reply, step, elapsed(startedMs), error, done) }
+      (decision) => { finish(settings, step, decision, elapsed(startedMs)) },
+      (error: unknown) => { storeFailed(settings, step, elapsed(startedMs), error) }
     )
   } else {
-    finish(settings, request, reply, step, result, elapsed(startedMs), done)
+    finish(settings, step, result, elapsed(startedMs))
   }
 }
 
@@ -99,21 +95,23 @@ function layoutUnder (layout: HeaderLayout, applied: readonly BucketPolicy[]): H
   return under
 }
 
-/** The store's answer → headers, then `done()`, or the refusal's report, log, `onLimit`, and `done(refusal)`; published when watched. */
-function finish (settings: Settings, request: FastifyRequest, reply: FastifyReply, step: Step, decision: StoreDecision, storeMs: number, done: Done): void {
+/** The store's answer → headers, then `done()`, or the refusal's report, log, `onLimit`, and its outcome; published when watched. */
+function finish (settings: Settings, step: RequestStep, decision: StoreDecision, storeMs: number): void {
+  const request = step.request
+  const outcome = settings.outcome
   // Honest headers when degraded: a local share shows its own policies; an uncounted pass shows none.
   if (settings.headers !== false && decision.degraded !== 'open') {
     const applied = decision.policies
     const layout = applied === undefined ? step.layout : layoutUnder(step.layout, applied)
-    writeHeaders(reply, settings.headers, layout, decision.tokens)
+    writeHeaders(step.reply, settings.headers, layout, decision.tokens)
   }
   if (decision.allowed) {
-    if (storeMs !== UNWATCHED) publishDecision(request, report(step, decision), settings.shadow, decision.degraded, storeMs)
-    done()
+    if (storeMs !== UNWATCHED) publishDecision(request, report(step, decision), outcome.shadow, decision.degraded, storeMs)
+    step.done()
     return
   }
   const limit = report(step, decision)
-  const penalty = step.penalty === undefined ? 'none' : settings.penalties.onRefusal(step.penalty, decision, !settings.shadow)
+  const penalty = step.penalty === undefined ? 'none' : settings.penalties.onRefusal(step.penalty, decision, !outcome.shadow)
   if (penalty !== 'none') {
     // In force: the route's own penalty, or the layer's one that still holds on this route.
     const { seconds } = (step.penalty as StepPenalty).settings
@@ -123,44 +121,23 @@ function finish (settings: Settings, request: FastifyRequest, reply: FastifyRepl
   }
   // Before onLimit, which may change `limit`.
   settings.shadowCounter?.record(limit, step.buckets)
-  if (storeMs !== UNWATCHED) publishDecision(request, limit, settings.shadow, decision.degraded, storeMs)
-  if (settings.onLimit !== undefined) {
-    try {
-      const returned: unknown = settings.onLimit(request, limit)
-      // An async onLimit: its rejection is logged, never an unhandled rejection.
-      if (isThenable(returned)) returned.then(undefined, (error: unknown) => { request.log.error({ err: error }, 'fastify-tollgate: onLimit rejected') })
-    } catch (error) {
-      request.log.error({ err: error }, 'fastify-tollgate: onLimit threw')
-    }
-  }
-  if (settings.shadow) {
-    request.log.info({ rateLimit: limit }, 'fastify-tollgate: would refuse (shadow mode)')
-    done()
-    return
-  }
-  request.log.debug({ rateLimit: limit }, 'fastify-tollgate: refused')
-  const refusal = penalty !== 'none' && (step.penalty as StepPenalty).settings.status === 403 ? new PenalizedError(limit) : new RateLimitedError(limit)
-  if (refusal.retryAfterSeconds !== undefined) reply.header('retry-after', refusal.retryAfterSeconds)
-  // RFC 6585: a 429 must not be stored by a cache.
-  reply.header('cache-control', 'no-store')
-  done(refusal)
+  if (storeMs !== UNWATCHED) publishDecision(request, limit, outcome.shadow, decision.degraded, storeMs)
+  if (settings.onLimit !== undefined) callOnLimit(settings.onLimit, request, limit)
+  outcome.refused(step, limit, penalty !== 'none' && (step.penalty as StepPenalty).settings.status === 403)
 }
 
-function storeFailed (settings: Settings, request: FastifyRequest, reply: FastifyReply, step: Step, storeMs: number, error: unknown, done: Done): void {
-  if (storeMs !== UNWATCHED) publishUnavailable(request, step.layer as 'edge' | 'app', step.tier, (step.buckets[0] as BucketRequest).cost, storeMs, settings.shadow)
-  const byPolicy = error instanceof StoreUnavailableError
-  // Shadow mode never refuses, not even when the store cannot decide.
-  const outcome = settings.shadow ? 'passed (shadow mode)' : 'refused'
-  if (byPolicy) {
-    // The store refused by its failure policy and logs outages itself, without a line per request.
-    request.log.debug(`fastify-tollgate: store unavailable; request ${outcome}`)
-  } else {
-    request.log.error({ err: error }, `fastify-tollgate: the store failed; request ${outcome}`)
+/** Calls `onLimit`; what it throws, or an async one rejects, is logged, never an unhandled rejection. */
+function callOnLimit (onLimit: NonNullable<Settings['onLimit']>, request: FastifyRequest, limit: LimitDecision): void {
+  try {
+    const returned: unknown = onLimit(request, limit)
+    if (isThenable(returned)) returned.then(undefined, (error: unknown) => { request.log.error({ err: error }, 'fastify-tollgate: onLimit rejected') })
+  } catch (error) {
+    request.log.error({ err: error }, 'fastify-tollgate: onLimit threw')
   }
-  if (settings.shadow) {
-    done()
-    return
-  }
-  reply.header('retry-after', 1)
-  done(byPolicy ? error : new StoreUnavailableError())
+}
+
+function storeFailed (settings: Settings, step: RequestStep, storeMs: number, error: unknown): void {
+  const { outcome } = settings
+  if (storeMs !== UNWATCHED) publishUnavailable(step.request, step.layer as 'edge' | 'app', step.tier, (step.buckets[0] as BucketRequest).cost, storeMs, outcome.shadow)
+  outcome.unavailable(step, error, error instanceof StoreUnavailableError)
 }

@@ -1,13 +1,18 @@
-/** User functions that must answer synchronously (`app.identify`, `edge.key`, a route's cost). */
+/** Promises where the plugin meets code it does not own: a store's answer, a user function's. */
+
+/** Whether `value` is a promise (anything with a `then` method): a store that answers later. */
+export function isThenable<T> (value: T | PromiseLike<T>): value is PromiseLike<T> {
+  return typeof (value as { then?: unknown } | null | undefined)?.then === 'function'
+}
 
 /**
- * Whether a user function returned a promise where a value was due. Its rejection
- * is then handled here, so that it cannot become an unhandled rejection (which
- * ends the process by default).
+ * Whether a user function that must answer synchronously (`app.identify`,
+ * `edge.key`, a route's cost, `allowList.match`) returned a promise where a value
+ * was due. Its rejection is then handled here, so that it cannot become an
+ * unhandled rejection (which ends the process by default).
  */
-export function isPromise (value: unknown): boolean {
-  const then = (value as { then?: unknown } | null | undefined)?.then
-  if (typeof then !== 'function') return false
-  ;(value as PromiseLike<unknown>).then(undefined, () => {})
+export function returnedPromise (value: unknown): boolean {
+  if (!isThenable(value)) return false
+  value.then(undefined, () => {})
   return true
 }

@@ -12,6 +12,7 @@
  * ```
  */
 import { channel } from 'node:diagnostics_channel'
+import { requestRoute } from './route-names.js'
 import type { FastifyRequest } from 'fastify'
 import type { BucketReport, LimitDecision } from '../types/decision.js'
 
@@ -101,12 +102,6 @@ function nearLimit (limit: LimitDecision): boolean {
   return false
 }
 
-/** The request's route as `DecisionMessage.route` names it; HEAD as GET, the route that answers it unless one of its own is declared. */
-function routeOf (request: FastifyRequest): string | undefined {
-  if (request.is404) return undefined
-  return `${request.method === 'HEAD' ? 'GET' : request.method} ${request.routeOptions.url as string}`
-}
-
 /**
  * Publishes a decision: `limit` as `onLimit` gets it, `shadow` the plugin's mode,
  * `degraded` as the store answered, `storeMs` the store's time to answer.
@@ -124,7 +119,7 @@ export function publishDecision (request: FastifyRequest, limit: LimitDecision, 
     buckets: limit.buckets,
     penalty: limit.penalty,
     request,
-    route: routeOf(request),
+    route: requestRoute(request),
     shadow,
     degraded,
     storeMs
@@ -144,7 +139,7 @@ export function publishUnavailable (request: FastifyRequest, layer: DecisionMess
     buckets: [],
     penalty: undefined,
     request,
-    route: routeOf(request),
+    route: requestRoute(request),
     shadow,
     degraded: undefined,
     storeMs

@@ -1,0 +1,69 @@
+/**
+ * Every key the plugin writes to a store, in one place. Keys are a public
+ * contract: replicas of two versions share buckets during a rolling deploy, so
+ * a change here needs a versioned prefix (test/golden-keys.test.ts holds them).
+ *
+ * A key reads `{<kind>:<identity>}:<bucket>`, e.g. `{ip:203.0.113.7}:edge`,
+ * `{user:42}:app`, `{user:42}:route:POST /export`. Every bucket of one identity
+ * shares the `{…}` hash tag (one Redis Cluster slot), and the kinds keep key
+ * spaces apart: a user whose id is an IP string never shares an anonymous bucket.
+ * A bucket's key may carry suffixes after it: a limit's name (`:hour`, a route
+ * quota's `#hour`), an identity's own quota (`~q500r50`), a penalty (`~penalty`).
+ */
+import { createHash, createHmac } from 'node:crypto'
+import type { BucketPolicy } from '../types/engine.js'
+
+/** Longest identity kept verbatim; longer ones are hashed. */
+const MAX_IDENTITY_LENGTH = 100
+/** Identities made only of these characters are kept verbatim; others are hashed. */
+const SAFE_IDENTITY = /^[\w.:@/+=-]+$/
+
+/**
+ * An identity safe to put in a key: kept as it is when short and plain, else
+ * `~` and a SHA-256 digest (`~` is not a plain character, so a hashed identity
+ * never equals a verbatim one). It can never contain `{`, `}` or a newline.
+ */
+export function boundIdentity (identity: string): string {
+  if (identity.length <= MAX_IDENTITY_LENGTH && SAFE_IDENTITY.test(identity)) return identity
+  return '~' + createHash('sha256').update(identity).digest('base64url')
+}
+
+/**
+ * Hides `edge.key` values (API keys) before they become part of a store key or
+ * a log line: HMAC-SHA256 with `secret`, else plain SHA-256 (base64url, 43 characters).
+ */
+export function keyDigest (secret: string | undefined): (value: string) => string {
+  return (value) => (secret === undefined ? createHash('sha256') : createHmac('sha256', secret)).update(value).digest('base64url')
+}
+
+/** The key of bucket `bucket` for identity `identity` of kind `kind` (`ip`, `key`, `user`…). */
+export function bucketKey (kind: string, identity: string, bucket: string): string {
+  return `{${kind}:${boundIdentity(identity)}}:${bucket}`
+}
+
+/** A key of one's own (`fastify.tollgate` with a key and a policy): apart from every key a layer uses. */
+export const manualKey = (key: string): string => bucketKey('manual', key, 'manual')
+
+/**
+ * The suffix of a limit of a list, after the layer's key: `:<name>` for a tier's
+ * limit, `#<name>` for a route quota's (no route's name holds a `#`). A quota of
+ * one policy has none (`''`).
+ */
+export const limitSuffix = (separator: ':' | '#', name: string): string => `${separator}${name}`
+
+/**
+ * The suffix of an identity's own quota: the limit's suffix and its policy as
+ * configured, `~q500r50` (`:<name>~q…r…` in a list), so that a user under another
+ * policy has other buckets and the same policy finds the same bucket again.
+ */
+export const identityQuotaSuffix = (suffix: string, whole: BucketPolicy): string => `${suffix}~q${whole.capacity}r${whole.refillPerSecond}`
+
+/** A route's own edge bucket for the client keyed `clientKey` (the same hash tag): `{ip:…}:edge-route:POST /login`. */
+export const edgeRouteKey = (clientKey: string, routeBucket: string): string => `${clientKey}-${routeBucket}`
+
+/**
+ * A penalty's bucket for the client keyed `clientKey`: `…~penalty`, or for a
+ * route's own penalty `…~penalty:route:POST /login` (`~`: no limit name holds
+ * one, so no limit's key is a penalty's).
+ */
+export const penaltyKey = (clientKey: string, routeBucket?: string): string => routeBucket === undefined ? `${clientKey}~penalty` : `${clientKey}~penalty:${routeBucket}`
