@@ -83,3 +83,25 @@ t.test("redisStore failMode 'local': a cost above the local share overdraws it i
   const overQuota = await app.tollgate.consume('k', { capacity: 20, refillPerSecond: 5 }, 21)
   t.match(overQuota, { allowed: false, retryAfterMs: Infinity }, 'a cost above the whole quota never passes locally either')
 })
+
+t.test('a cost above an identity\'s own quota never passes, share or not (it would leave a debt of millions)', async (t) => {
+  for (const replicas of [1, 3]) {
+    const store = memoryStore({ replicas, clock: manualClock().now })
+    const app = Fastify()
+    await app.register(tollgate, {
+      store,
+      app: {
+        tiers: { default: { capacity: 1e6, refillPerSecond: 1e4 } },
+        maxQuota: { capacity: 100, refillPerSecond: 10 },
+        identify: (request) => ({ id: 'u1', quota: { capacity: 30, refillPerSecond: 1 }, n: request.headers['x-n'] }) as never
+      }
+    })
+    app.post('/export', { config: { rateLimit: { cost: (request) => Number(request.headers['x-n']) } } }, async () => 'queued')
+    await app.ready()
+    const huge = await app.inject({ method: 'POST', url: '/export', headers: { 'x-n': '1000000' } })
+    t.equal(huge.statusCode, 429, `replicas: ${replicas}: a cost of 1e6 on a quota of 30 is refused`)
+    const small = await app.inject({ method: 'POST', url: '/export', headers: { 'x-n': '1' } })
+    t.equal(small.statusCode, 200, `replicas: ${replicas}: the bucket is untouched: a cost of 1 passes`)
+    await app.close()
+  }
+})
