@@ -5,6 +5,7 @@
 import { BlockList, isIPv4, isIPv6 } from 'node:net'
 import type { FastifyRequest } from 'fastify'
 import { checkFunction, checkKnownKeys, describe, failOption, isPlainObject } from './check.js'
+import { ALLOW_LIST_OPTIONS, keysOf } from './rows.js'
 
 /** The checked allow-list. */
 export interface AllowListSettings {
@@ -21,7 +22,7 @@ export function checkAllowList (value: unknown): AllowListSettings | undefined {
   if (!isPlainObject(value)) {
     return failOption(`Expected \`allowList\` to be an array of IP addresses and CIDR ranges, a function of the request, or { addresses, match }, got ${describe(value)}`)
   }
-  checkKnownKeys(failOption, 'allowList', value, ['addresses', 'match'])
+  checkKnownKeys(failOption, 'allowList', value, keysOf(ALLOW_LIST_OPTIONS))
   const { addresses, match } = value
   if (addresses !== undefined && !Array.isArray(addresses)) {
     failOption(`Expected \`allowList.addresses\` to be an array of IP addresses and CIDR ranges, got ${describe(addresses)}`)

@@ -2,9 +2,11 @@
 import type { AppHookName } from '../types/options.js'
 import { checkFunction, checkKnownKeys, checkObject, checkPolicy, expected, failOption } from './check.js'
 import { checkTierLimits } from './limits.js'
+import { keysOf, PLUGIN_OPTIONS } from './rows.js'
 import { checkPenalty } from './penalty.js'
 import type { AppPlan } from './plan.js'
 
+const APP_KEYS = keysOf(PLUGIN_OPTIONS, 'app')
 const HOOKS: readonly AppHookName[] = ['preHandler', 'preValidation', 'preParsing']
 
 /** `app` (`undefined` or `false`: no app layer); `quotaShare`: the store's. */
@@ -12,7 +14,7 @@ export function checkApp (value: unknown, quotaShare: number): AppPlan | undefin
   if (value === undefined || value === false) return undefined
   const fail = failOption
   const app = checkObject(fail, 'app', value)
-  checkKnownKeys(fail, 'app', app, ['tiers', 'identify', 'hook', 'global', 'maxQuota', 'quotaClaim', 'penalty'])
+  checkKnownKeys(fail, 'app', app, APP_KEYS)
   if (app.global !== undefined && typeof app.global !== 'boolean') expected(fail, 'app.global', 'a boolean', app.global)
   const tiers = checkTierLimits(fail, 'app.tiers', app.tiers, 'app', quotaShare)
   const hook = app.hook ?? 'preHandler'

@@ -3,9 +3,13 @@ import type { Store } from '../types/store.js'
 import { namedPolicy, type NamedPolicy } from '../output/headers.js'
 import { checkFunction, checkInteger, checkKnownKeys, checkObject, checkPolicy, expected, failOption } from './check.js'
 import { share } from './limits.js'
+import { keysOf, PLUGIN_OPTIONS } from './rows.js'
 import { checkPenalty } from './penalty.js'
 import type { EdgePlan } from './plan.js'
 import { isLocalStore } from './store.js'
+
+/** `edge`'s options besides its policy (`capacity`, `refillPerSecond`), which `checkPolicy` knows. */
+const EDGE_KEYS = keysOf(PLUGIN_OPTIONS, 'edge').filter((name) => name !== 'capacity' && name !== 'refillPerSecond')
 
 /** The longest `edge.settleIntervalMs`: the edge's excess over one quota grows with it. */
 export const MAX_SETTLE_INTERVAL_MS = 60_000
@@ -15,13 +19,12 @@ export function checkEdge (value: unknown, store: Store | undefined): EdgePlan |
   if (value === undefined || value === false) return undefined
   const fail = failOption
   const edge = checkObject(fail, 'edge', value)
-  const keyOptions = ['key', 'keySecret', 'ipv6Subnet', 'global', 'mode', 'settleIntervalMs', 'penalty']
   if (edge.global !== undefined && typeof edge.global !== 'boolean') expected(fail, 'edge.global', 'a boolean', edge.global)
   let bucket: NamedPolicy | undefined
   if (edge.global === false) {
-    checkKnownKeys(fail, 'edge', edge, keyOptions, ' (with `edge.global: false`, each route gives its own `rateLimit.edge` policy)')
+    checkKnownKeys(fail, 'edge', edge, EDGE_KEYS, ' (with `edge.global: false`, each route gives its own `rateLimit.edge` policy)')
   } else {
-    bucket = namedPolicy('edge', share(fail, 'edge', checkPolicy(fail, 'edge', edge, keyOptions), store?.quotaShare ?? 1))
+    bucket = namedPolicy('edge', share(fail, 'edge', checkPolicy(fail, 'edge', edge, EDGE_KEYS), store?.quotaShare ?? 1))
   }
   const keySecret = edge.keySecret === undefined ? undefined : checkKeySecret(edge.keySecret)
   const ipv6Subnet = edge.ipv6Subnet === undefined ? 64 : checkIpv6Subnet(edge.ipv6Subnet)

@@ -11,9 +11,10 @@ import { checkApp } from './app.js'
 import { checkFunction, checkInteger, checkKnownKeys, checkObject, expected, failOption } from './check.js'
 import { checkEdge } from './edge.js'
 import type { Plan } from './plan.js'
+import { keysOf, PLUGIN_OPTIONS, SHADOW_REPORT_OPTIONS } from './rows.js'
 import { checkStore, PENALTY_NEEDS_REFUND } from './store.js'
 
-export const OPTION_KEYS = ['store', 'edge', 'app', 'allowList', 'headers', 'shadow', 'shadowReport', 'onLimit', 'warnings']
+const OPTION_KEYS = keysOf(PLUGIN_OPTIONS)
 
 /** Validates the plugin options (throws `TOLLGATE_INVALID_OPTION`). */
 export function checkOptions (value: unknown): Plan {
@@ -47,7 +48,7 @@ export function checkOptions (value: unknown): Plan {
 function checkShadowReport (value: unknown): { minutes: number, keys: number } {
   const fail = failOption
   const given = checkObject(fail, 'shadowReport', value ?? {})
-  checkKnownKeys(fail, 'shadowReport', given, ['minutes', 'keys'])
+  checkKnownKeys(fail, 'shadowReport', given, keysOf(SHADOW_REPORT_OPTIONS))
   const minutes = checkInteger(fail, 'shadowReport.minutes', given.minutes ?? 10, 1, 60)
   const keys = checkInteger(fail, 'shadowReport.keys', given.keys ?? 1000, 10, 10_000)
   if (minutes * keys > MAX_SHADOW_ENTRIES) {

@@ -5,6 +5,7 @@
 import type { BucketPolicy } from '../types/engine.js'
 import { unshared } from '../engine/share.js'
 import { checkInteger, checkKnownKeys, checkNumber, checkObject, expected, POLICY_BOUNDS, type Fail } from './check.js'
+import { keysOf, PENALTY_OPTIONS } from './rows.js'
 
 /** A checked penalty. */
 export interface PenaltySettings {
@@ -20,7 +21,7 @@ export interface PenaltySettings {
 
 export function checkPenalty (fail: Fail, path: string, value: unknown): PenaltySettings {
   const penalty = checkObject(fail, path, value)
-  checkKnownKeys(fail, path, penalty, ['after', 'withinSeconds', 'seconds', 'status'])
+  checkKnownKeys(fail, path, penalty, keysOf(PENALTY_OPTIONS))
   const after = checkInteger(fail, `${path}.after`, penalty.after, 1, 1e6)
   const withinSeconds = penalty.withinSeconds
   if (typeof withinSeconds !== 'number' || !(withinSeconds >= 0.001 && withinSeconds <= POLICY_BOUNDS.secondsToFill)) {

@@ -9,6 +9,7 @@ import { namedPolicy, type NamedPolicy } from '../output/headers.js'
 import { checkKnownKeys, checkNumber, checkObject, checkPolicy, describe, expected, type Fail } from './check.js'
 import { checkTierLimits, namesOf, share, type TierLimit } from './limits.js'
 import { checkPenalty } from './penalty.js'
+import { keysOf, ROUTE_OPTIONS } from './rows.js'
 import type { EdgePlan, RouteCheckContext, RoutePlan } from './plan.js'
 import { PENALTY_NEEDS_REFUND } from './store.js'
 import { routeBucket, routeName } from '../output/route-names.js'
@@ -29,7 +30,7 @@ export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'u
   const fail: RouteFail = (problem) => { throw new InvalidRouteConfigError(route, problem) }
   if (value === false) return false
   const config = value === undefined ? {} : checkObject(fail, 'rateLimit', value)
-  checkKnownKeys(fail, 'rateLimit', config, ['cost', 'quota', 'edge', 'app', 'penalty'])
+  checkKnownKeys(fail, 'rateLimit', config, keysOf(ROUTE_OPTIONS))
   if (config.app !== undefined && typeof config.app !== 'boolean') expected(fail, 'rateLimit.app', 'a boolean', config.app)
   const namesApp = config.app === true || config.cost !== undefined || config.quota !== undefined
   if (config.app === false && namesApp) {

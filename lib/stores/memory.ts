@@ -10,6 +10,7 @@ import { consume, consumeOne, msUntilFull, read, refund } from '../engine/bucket
 import type { BucketDecision, BucketPolicy, BucketReading, BucketState } from '../types/engine.js'
 import { checkFunction, checkInteger, checkKnownKeys, checkObject, checkTimer, failOption } from '../config/check.js'
 import type { BucketRequest, Store } from '../types/store.js'
+import { keysOf, MEMORY_STORE_OPTIONS } from '../config/rows.js'
 import { LOCAL_STORE } from '../config/store.js'
 
 export interface MemoryStoreOptions {
@@ -77,7 +78,7 @@ export class MemoryStore implements Store {
 
   constructor (options: MemoryStoreOptions = {}) {
     const fail = failOption
-    checkKnownKeys(fail, 'memoryStore', checkObject(fail, 'memoryStore', options), ['clock', 'maxKeys', 'replicas', 'sweepIntervalMs'])
+    checkKnownKeys(fail, 'memoryStore', checkObject(fail, 'memoryStore', options), keysOf(MEMORY_STORE_OPTIONS))
     const { clock = defaultClock, maxKeys = 100_000, replicas = 1, sweepIntervalMs = 60_000 } = options
     this.clock = checkFunction(fail, 'memoryStore.clock', clock)
     this.maxKeys = checkInteger(fail, 'memoryStore.maxKeys', maxKeys, 1)
