@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
 import { DECISION_CHANNEL } from 'fastify-tollgate'
-import {   bucketAct, decisionsAct, layersAct, memoryStores, perSecond, redisStores, replicaRun, steadyRate, total, virtualTime } from '../demo/acts.js'
+import { bucketAct, decisionsAct, layersAct, memoryStores, perSecond, redisStores, replicaRun, steadyRate, total, virtualTime } from '../demo/acts.js'
 import { decisionsSvg } from '../demo/chart.js'
 import { requireRedis, startRedis } from './redis-server.js'
 

@@ -40,13 +40,13 @@ export function appKeys (ipv6Subnet: number, perConnection: boolean): AppKeys {
 
 /**
  * The client address as a rate-limit identity: IPv4 as is; IPv4-mapped IPv6
- * (`::ffff:1.2.3.4`) unmapped; other IPv6 reduced to its first `ipv6PrefixBits`
+ * (`::ffff:1.2.3.4`) unmapped; other IPv6 reduced to its first `ipv6Subnet`
  * bits (`2001:db8:1:2::/64`), since one host commonly holds a whole /64.
  * A port some proxies append (`203.0.113.7:40001`, `[2001:db8::1]:443`) is
  * dropped first, so that each connection does not get a bucket of its own.
  * Anything that is not an IP address is returned unchanged (and bounded later).
  */
-export function clientAddress (ip: string | undefined, ipv6PrefixBits: number): string {
+export function clientAddress (ip: string | undefined, ipv6Subnet: number): string {
   if (ip === undefined || ip === '') return 'unknown'
   if (isIPv4(ip)) return ip
   const host = withoutPort(ip)
@@ -60,7 +60,7 @@ export function clientAddress (ip: string | undefined, ipv6PrefixBits: number): 
     const low = groups[7] as number
     return `${high >> 8}.${high & 0xff}.${low >> 8}.${low & 0xff}`
   }
-  return ipv6Prefix(groups, ipv6PrefixBits)
+  return ipv6Prefix(groups, ipv6Subnet)
 }
 
 /**
