@@ -25,13 +25,13 @@
  * applied (its debits are not sent again) and the next one goes; if its answer
  * comes later, what it did not take goes again and what it reserved goes back.
  */
-import { msUntil, tokensAt } from '../engine/bucket.js'
-import type { BucketPolicy, BucketState } from '../types/engine.js'
-import { type BucketDebit, type BucketRequest, type BucketSettlement, type Store, type StoreDecision, type StoreLogger, type StoreReading } from '../types/store.js'
-import { storeMethod } from './store-method.js'
-import { publishStore } from '../output/diagnostics.js'
-import { shareOf } from '../engine/share.js'
-import { ReplicaShareEdge } from './replica-share.js'
+import { msUntil, tokensAt } from '../../engine/bucket.js'
+import type { BucketPolicy, BucketState } from '../../types/engine.js'
+import { type BucketDebit, type BucketRequest, type BucketSettlement, type Store, type StoreDecision, type StoreLogger, type StoreReading } from '../../types/store.js'
+import { storeMethod } from '../store-method.js'
+import { publishStore } from '../../output/diagnostics.js'
+import { shareOf } from '../../engine/share.js'
+import { ReplicaShareEdge } from '../replica-share.js'
 
 /** Most keys viewed at once; past it the oldest view is dropped (what it spent and reserved is still settled). */
 export const MAX_VIEWS = 100_000
