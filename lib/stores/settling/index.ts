@@ -275,6 +275,6 @@ export class SettlingEdge implements Store {
     const [key, view] = this.views.entries().next().value as [string, View]
     this.views.delete(key)
     this.orphans.add(view.leftOver(key))
-    // A settlement on its way for it comes back as an orphan (see `settled`).
+    // A settlement on its way for it comes back as an orphan (see `takeBack` in debits.ts).
   }
 }
