@@ -45,6 +45,8 @@ const DECISION_LABELS = ['layer', 'tier', 'route', 'outcome'] as const
 /** The metrics' names, after the prefix. */
 const METRICS = ['decisions_total', 'penalties_started_total', 'store_duration_seconds', 'store_degraded', 'live_replicas']
 type DecisionLabel = typeof DECISION_LABELS[number]
+/** The decisions counted since the last collect, by labels. */
+type DecisionCounts = Map<string, { labels: Record<DecisionLabel, string>, value: number }>
 const DEFAULT_LATENCY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5]
 const OPTION_KEYS = ['registry', 'prefix', 'maxRoutes', 'latencyBuckets']
 
@@ -70,6 +72,27 @@ function checkBuckets (value: unknown): number[] {
  * one of those names (nothing is registered then).
  */
 export function tollgateMetrics (options: TollgateMetricsOptions = {}): TollgateMetrics {
+  const { registry, prefix, names, maxRoutes, latencyBuckets } = checkOptions(options)
+  const registers = [registry]
+  // Decisions are counted here and handed to prom-client when it collects (at a
+  // scrape): its inc() with labels cost about 1 µs per decision, this a Map lookup.
+  const decisionCounts: DecisionCounts = new Map()
+  const { decisions, penalties, latency } = decisionMetrics(prefix, registers, latencyBuckets, decisionCounts)
+  const { degraded, replicas } = storeGauges(prefix, registers)
+  const onDecision = decisionCounter(maxRoutes, decisionCounts, latency, penalties)
+  subscribe(DECISION_CHANNEL, onDecision)
+  const ours = [decisions, penalties, latency, degraded, replicas]
+  return {
+    close () {
+      unsubscribe(DECISION_CHANNEL, onDecision)
+      // Only ours: a second close() must not remove the metrics of a later tollgateMetrics() on this registry.
+      names.forEach((name, i) => { if (registry.getSingleMetric(name) === ours[i]) registry.removeSingleMetric(name) })
+    }
+  }
+}
+
+/** `options`, checked (or `TOLLGATE_INVALID_OPTION`), with the metrics' names, none of them in the registry yet. */
+function checkOptions (options: TollgateMetricsOptions): { registry: Registry, prefix: string, names: string[], maxRoutes: number, latencyBuckets: number[] } {
   const given = checkObject(failOption, 'tollgateMetrics', options)
   checkKnownKeys(failOption, 'tollgateMetrics', given, OPTION_KEYS)
   const registry = (given.registry ?? register) as Registry
@@ -86,11 +109,11 @@ export function tollgateMetrics (options: TollgateMetricsOptions = {}): Tollgate
   }
   const maxRoutes = checkInteger(failOption, 'tollgateMetrics.maxRoutes', given.maxRoutes ?? 100, 1, 10_000)
   const latencyBuckets = given.latencyBuckets === undefined ? DEFAULT_LATENCY_BUCKETS : checkBuckets(given.latencyBuckets)
+  return { registry, prefix, names, maxRoutes, latencyBuckets }
+}
 
-  const registers = [registry]
-  // Decisions are counted here and handed to prom-client when it collects (at a
-  // scrape): its inc() with labels cost about 1 µs per decision, this a Map lookup.
-  const decisionCounts = new Map<string, { labels: Record<DecisionLabel, string>, value: number }>()
+/** The decision metrics, registered: the decisions (handed over from `decisionCounts` at collect), the penalties started, the store latency. */
+function decisionMetrics (prefix: string, registers: Registry[], latencyBuckets: number[], decisionCounts: DecisionCounts) {
   const decisions = new Counter({
     name: `${prefix}decisions_total`,
     help: 'Rate-limit decisions, by layer, tier, route pattern and outcome (allowed, near-limit, refused, would-refuse, unavailable)',
@@ -114,20 +137,11 @@ export function tollgateMetrics (options: TollgateMetricsOptions = {}): Tollgate
     buckets: latencyBuckets,
     registers
   })
-  // The gauges are set when prom-client collects, from each open store's last health message, by labels.
-  const fromStores = (gauge: Gauge<'store' | 'prefix'>, value: (messages: StoreMessage[]) => number | undefined): void => {
-    gauge.reset()
-    const byLabels = new Map<string, StoreMessage[]>()
-    for (const health of storeHealth()) {
-      const key = `${health.store}\n${health.prefix}`
-      byLabels.set(key, [...byLabels.get(key) ?? [], health])
-    }
-    for (const messages of byLabels.values()) {
-      const shown = value(messages)
-      const { store, prefix: storePrefix } = messages[0] as StoreMessage
-      if (shown !== undefined) gauge.set({ store, prefix: storePrefix }, shown)
-    }
-  }
+  return { decisions, penalties, latency }
+}
+
+/** The store gauges, registered: set when prom-client collects, from each open store's last health message, by labels. */
+function storeGauges (prefix: string, registers: Registry[]): { degraded: Gauge<'store' | 'prefix'>, replicas: Gauge<'store' | 'prefix'> } {
   const degraded = new Gauge({
     name: `${prefix}store_degraded`,
     help: '1 while a shared store of these labels cannot be used and decisions follow failMode (or, for the settle edge, this replica\'s share), else 0',
@@ -147,7 +161,26 @@ export function tollgateMetrics (options: TollgateMetricsOptions = {}): Tollgate
       })
     }
   })
+  return { degraded, replicas }
+}
 
+/** Sets `gauge`, reset first, to `value` of the open stores' last health messages, grouped by labels (none when `undefined`). */
+function fromStores (gauge: Gauge<'store' | 'prefix'>, value: (messages: StoreMessage[]) => number | undefined): void {
+  gauge.reset()
+  const byLabels = new Map<string, StoreMessage[]>()
+  for (const health of storeHealth()) {
+    const key = `${health.store}\n${health.prefix}`
+    byLabels.set(key, [...byLabels.get(key) ?? [], health])
+  }
+  for (const messages of byLabels.values()) {
+    const shown = value(messages)
+    const { store, prefix: storePrefix } = messages[0] as StoreMessage
+    if (shown !== undefined) gauge.set({ store, prefix: storePrefix }, shown)
+  }
+}
+
+/** What counts a decision message: into `decisionCounts`, its store latency and a penalty started; routes past `maxRoutes` as `other`. */
+function decisionCounter (maxRoutes: number, decisionCounts: DecisionCounts, latency: Histogram<'layer'>, penalties: Counter<'layer'>): (message: unknown) => void {
   const routes = new Set<string>()
   const routeLabel = (route: string | undefined): string => {
     if (route === undefined) return UNMATCHED_ROUTE
@@ -157,7 +190,7 @@ export function tollgateMetrics (options: TollgateMetricsOptions = {}): Tollgate
     return route
   }
   const layerLabels = { edge: { layer: 'edge' }, app: { layer: 'app' } } as const
-  const onDecision = (message: unknown): void => {
+  return (message: unknown): void => {
     const { layer, tier = '', outcome, storeMs, penalty, route: pattern } = message as DecisionMessage
     const route = routeLabel(pattern)
     const key = `${layer}\n${tier}\n${route}\n${outcome}`
@@ -166,14 +199,5 @@ export function tollgateMetrics (options: TollgateMetricsOptions = {}): Tollgate
     else counted.value++
     latency.observe(layerLabels[layer], storeMs / 1000)
     if (penalty?.state === 'started') penalties.inc(layerLabels[layer])
-  }
-  subscribe(DECISION_CHANNEL, onDecision)
-  const ours = [decisions, penalties, latency, degraded, replicas]
-  return {
-    close () {
-      unsubscribe(DECISION_CHANNEL, onDecision)
-      // Only ours: a second close() must not remove the metrics of a later tollgateMetrics() on this registry.
-      names.forEach((name, i) => { if (registry.getSingleMetric(name) === ours[i]) registry.removeSingleMetric(name) })
-    }
   }
 }

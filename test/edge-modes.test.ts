@@ -2,7 +2,7 @@ import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Cluster, Redis } from 'ioredis'
 import tollgate, { memoryStore, redisStore, type EdgeMode, type RedisStore, type Store } from '../lib/index.js'
-import { SettlingEdge } from '../lib/stores/settling.js'
+import { SettlingEdge } from '../lib/stores/settling/index.js'
 import { commandCalls, requireRedis, startCluster, startRedis, type RedisServer } from './redis-server.js'
 
 /** The edge of issue 14's measurement: B = 30, R = 10/s, three replicas. */

@@ -128,7 +128,7 @@ export interface RoutesOnlyEdgeOptions extends EdgeKeyOptions {
  *   key's first requests at a replica spend up to max(1, B / N) before its first
  *   settlement, more than one quota only when others drained the key already. A
  *   pinned client gets max(1, B / N) at once, and its whole quota within a few
- *   settlements (see lib/stores/settling.ts).
+ *   settlements (see lib/stores/settling/index.ts).
  */
 export type EdgeMode = 'exact' | 'replica-share' | 'settle'
 

@@ -24,65 +24,25 @@
  * takes it all. A settlement unanswered after `answerDeadlineMs` is taken as
  * applied (its debits are not sent again) and the next one goes; if its answer
  * comes later, what it did not take goes again and what it reserved goes back.
+ *
+ * Here the edge (the store interface, the settlements' schedule, its health);
+ * view.ts: one key's view (what it reserved, spent and sent); debits.ts: what a
+ * settlement sends and what its answers change; settlement.ts: its call to the
+ * store and the deadline; orphans.ts: what dropped views leave to settle.
  */
-import { msUntil, tokensAt } from '../engine/bucket.js'
-import type { BucketPolicy, BucketState } from '../types/engine.js'
-import { type BucketDebit, type BucketRequest, type BucketSettlement, type Store, type StoreDecision, type StoreLogger, type StoreReading } from '../types/store.js'
-import { storeMethod } from './store-method.js'
-import { publishStore } from '../output/diagnostics.js'
-import { shareOf } from '../engine/share.js'
-import { ReplicaShareEdge } from './replica-share.js'
+import { msUntil, tokensAt } from '../../engine/bucket.js'
+import { type BucketRequest, type BucketSettlement, type Store, type StoreDecision, type StoreLogger, type StoreReading } from '../../types/store.js'
+import { storeMethod } from '../store-method.js'
+import { publishStore } from '../../output/diagnostics.js'
+import { shareOf } from '../../engine/share.js'
+import { ReplicaShareEdge } from '../replica-share.js'
+import { collectDebits, takeBack, type Ledger, type Outgoing } from './debits.js'
+import { Orphans } from './orphans.js'
+import { callSettle } from './settlement.js'
+import { View } from './view.js'
 
 /** Most keys viewed at once; past it the oldest view is dropped (what it spent and reserved is still settled). */
 export const MAX_VIEWS = 100_000
-
-/** This replica's view of one shared bucket. */
-class View implements BucketState {
-  /** The shared bucket's tokens (reservations out) at `lastMs`, as the last settlement left them. */
-  tokens: number
-  lastMs: number
-  /** Tokens reserved for this replica in the shared bucket, not spent yet. */
-  reserved = 0
-  /** Tokens this replica may spend without a reservation (a new view's share, until its first settlement). */
-  share: number
-  /** Tokens spent without a reservation, not sent yet. */
-  unreserved = 0
-  /** Tokens spent since the last settlement was sent; and in the interval before it. */
-  spent = 0
-  spentBefore = 0
-  /** In the settlement on its way: the unreserved spends and the reserved tokens given back. */
-  sendingSpent = 0
-  sendingReturned = 0
-  /** Asked for since the last settlement was sent. */
-  touched = true
-
-  /** No settlement of this view was answered yet. */
-  first = true
-  /** The largest cost refused and not served since (a manual `consume`): reservations cover it until it is. */
-  asked = 0
-
-  constructor (readonly policy: BucketPolicy, nowMs: number, share: number) {
-    this.share = share
-    this.tokens = policy.capacity - share
-    this.lastMs = nowMs
-  }
-
-  /** What this replica may spend now. */
-  get allowance (): number {
-    return this.reserved + this.share
-  }
-
-  /** Spends `cost`: reserved tokens first. A cost asked for before is served. */
-  spend (cost: number): void {
-    if (cost >= this.asked) this.asked = 0
-    const fromReserve = Math.min(this.reserved, cost)
-    this.reserved -= fromReserve
-    const rest = cost - fromReserve
-    this.share -= rest
-    this.unreserved += rest
-    this.spent += cost
-  }
-}
 
 export interface SettlingEdgeOptions {
   /** The shared store: its `settle` is used. */
@@ -108,7 +68,9 @@ export class SettlingEdge implements Store {
   private readonly answerDeadlineMs: number
   private readonly views = new Map<string, View>()
   /** What dropped views spent without a reservation, less what they had reserved, by key: settled next time. */
-  private readonly orphans = new Map<string, BucketDebit>()
+  private readonly orphans: Orphans
+  /** The views and the orphans, as a settlement's debits are collected from and taken back into them. */
+  private readonly ledger: Ledger
   /** Decides while settlements fail. */
   private readonly fallback: ReplicaShareEdge
   private healthy = true
@@ -132,6 +94,10 @@ export class SettlingEdge implements Store {
     this.maxViews = options.maxViews ?? MAX_VIEWS
     this.answerDeadlineMs = options.answerDeadlineMs ?? Math.max(1000, 10 * options.intervalMs)
     this.fallback = new ReplicaShareEdge(options.replicas, options.clock)
+    this.orphans = new Orphans(2 * this.maxViews, (debit) => {
+      this.logger?.warn({ key: debit.key, tokens: debit.spent }, 'fastify-tollgate: too many edge settlements waiting; one dropped')
+    })
+    this.ledger = { views: this.views, orphans: this.orphans }
     this.timer = setInterval(() => { void this.settleNow() }, options.intervalMs)
     this.timer.unref()
   }
@@ -146,11 +112,7 @@ export class SettlingEdge implements Store {
     if (!this.healthy) {
       const decision = this.fallback.consume(buckets)
       if (decision.allowed) {
-        views.forEach((view, i) => {
-          const cost = (buckets[i] as BucketRequest).cost
-          view.unreserved += cost
-          view.spent += cost
-        })
+        views.forEach((view, i) => { view.spendUnreserved((buckets[i] as BucketRequest).cost) })
       }
       return { ...decision, degraded: 'local' }
     }
@@ -160,7 +122,7 @@ export class SettlingEdge implements Store {
       const cost = (buckets[i] as BucketRequest).cost
       if (view.allowance >= cost) return
       allowed = false
-      if (cost > view.asked) view.asked = cost
+      view.refused(cost)
       // The next settlement reserves what the shared bucket holds by then: not sooner.
       const wait = Math.max(msUntil(tokensAt(view, view.policy, nowMs) + view.allowance, cost, view.policy), this.intervalMs)
       if (wait > retryAfterMs) retryAfterMs = wait
@@ -197,14 +159,14 @@ export class SettlingEdge implements Store {
   async close (): Promise<void> {
     if (this.timer !== undefined) clearInterval(this.timer)
     this.timer = undefined
-    for (const view of this.views.values()) view.spentBefore = view.spent = 0 // reserve nothing more
+    for (const view of this.views.values()) view.forgetSpends() // reserve nothing more
     this.closing = true
     let timer: NodeJS.Timeout | undefined
     const given = new Promise<void>((resolve) => { timer = setTimeout(resolve, Math.min(this.intervalMs, 1000)) })
     await Promise.race([this.settleNow(), given])
     clearTimeout(timer)
     let unsettled = this.sendingTotal
-    for (const view of this.views.values()) unsettled += view.unreserved + view.reserved
+    for (const view of this.views.values()) unsettled += view.held
     for (const orphan of this.orphans.values()) unsettled += Math.abs(orphan.spent)
     if (unsettled > 0) this.logger?.warn({ tokens: unsettled }, 'fastify-tollgate: closing with edge tokens spent or reserved that the shared store did not settle')
     this.views.clear()
@@ -225,79 +187,37 @@ export class SettlingEdge implements Store {
    */
   settleNow (): Promise<void> {
     const nowMs = this.clock()
-    if (this.inFlight !== undefined) {
-      if (nowMs - this.sentAtMs >= this.intervalMs) this.failing('no answer to the last settlement within settleIntervalMs')
-      this.next ??= this.inFlight.then(async () => {
-        this.next = undefined
-        return this.settleNow()
-      })
-      return this.next
-    }
-    const minimum = (view: View): number => shareOf(view.policy.capacity, 1, this.replicas())
-    const debits: BucketDebit[] = []
-    const sent: Array<View | undefined> = []
-    for (const [key, view] of this.views) {
-      const idle = !view.touched && view.unreserved === 0
-      if (idle && tokensAt(view, view.policy, nowMs) + view.reserved >= view.policy.capacity) {
-        // Full again: the view knows nothing the bucket does not; its reservation goes back.
-        this.views.delete(key)
-        this.orphan({ key, policy: view.policy, spent: -view.reserved, reserve: 0 })
-        continue
-      }
-      if (idle && !this.closing) {
-        // An idle view keeps a reservation of its minimum, so that a client that comes back in a
-        // burst finds it here: the excess goes back, a shortfall is topped up once the shared
-        // bucket (as last seen, refilled since) holds all of it. Otherwise nothing to send.
-        const short = minimum(view) - view.reserved
-        if (Math.abs(short) < 1e-9 || (short > 0 && tokensAt(view, view.policy, nowMs) < short)) continue
-      }
-      // A view's first settlement reserves no more than what is left of its first share: the other
-      // replicas' first shares, not settled yet, may be spending the bucket's other tokens.
-      const wanted = view.first ? view.share : Math.max(minimum(view), 2 * Math.max(view.spent, view.spentBefore), view.asked)
-      const target = this.closing ? 0 : Math.min(view.policy.capacity, wanted)
-      const returned = Math.max(0, view.reserved - target)
-      const debit = { key, policy: view.policy, spent: view.unreserved - returned, reserve: target - view.reserved + returned }
-      // An idle view holding what it asked for (a cost above its minimum): nothing to send.
-      if (idle && debit.spent === 0 && debit.reserve === 0) continue
-      debits.push(debit)
-      sent.push(view)
-      view.reserved -= returned
-      view.sendingReturned = returned
-      view.sendingSpent = view.unreserved
-      view.unreserved = 0
-      view.spentBefore = view.spent
-      view.spent = 0
-      view.touched = false
-    }
-    for (const orphan of this.orphans.values()) {
-      debits.push(orphan)
-      sent.push(undefined)
-    }
-    this.orphans.clear()
-    if (debits.length === 0) return Promise.resolve()
-    let deadline: NodeJS.Timeout | undefined
-    const settlement = Promise.resolve().then(async () => this.shared.settle(debits))
-    const givenUp = new Promise<readonly BucketSettlement[]>((resolve) => {
-      deadline = setTimeout(() => {
-        this.failing('no answer to a settlement within its deadline: taken as applied')
-        resolve(debits.map(() => ({ tokens: Infinity, reserved: 0 })))
-        // Its answer, if one comes: what it did not take goes again, what it reserved goes back.
-        settlement.then((late) => {
-          late.forEach(({ tokens, reserved }, i) => {
-            const debit = debits[i] as BucketDebit
-            this.orphan(Number.isNaN(tokens) ? { ...debit, reserve: 0 } : { key: debit.key, policy: debit.policy, spent: -reserved, reserve: 0 })
-          })
-        }, () => { for (const debit of debits) this.orphan({ ...debit, reserve: 0 }) })
-      }, this.answerDeadlineMs)
-      deadline.unref()
+    if (this.inFlight !== undefined) return this.following(this.inFlight, nowMs)
+    const outgoing = collectDebits(this.ledger, nowMs, this.closing, () => this.replicas())
+    if (outgoing.debits.length === 0) return Promise.resolve()
+    return this.send(outgoing, nowMs)
+  }
+
+  /** The settlement that follows `inFlight`, the one on its way (one, however many ask); the edge fails over once `inFlight` waited `intervalMs`. */
+  private following (inFlight: Promise<void>, nowMs: number): Promise<void> {
+    if (nowMs - this.sentAtMs >= this.intervalMs) this.failing('no answer to the last settlement within settleIntervalMs')
+    this.next ??= inFlight.then(async () => {
+      this.next = undefined
+      return this.settleNow()
     })
-    const call = Promise.race([settlement, givenUp])
-      .then((settlements) => { this.settled(debits, sent, settlements) }, (error: unknown) => {
-        this.settled(debits, sent, debits.map(() => ({ tokens: NaN, reserved: 0 })))
+    return this.next
+  }
+
+  /** Sends `outgoing`, given up on after `answerDeadlineMs`; resolves once its answers are taken back. */
+  private send (outgoing: Outgoing, nowMs: number): Promise<void> {
+    const { debits } = outgoing
+    const { answers, clear } = callSettle(this.shared, debits, {
+      deadlineMs: this.answerDeadlineMs,
+      givenUp: () => { this.failing('no answer to a settlement within its deadline: taken as applied') },
+      late: (debit) => { this.orphans.add(debit) }
+    })
+    const call = answers
+      .then((settlements) => { this.settled(outgoing, settlements) }, (error: unknown) => {
+        this.settled(outgoing, debits.map(() => ({ tokens: NaN, reserved: 0 })))
         this.failing(error)
       })
       .finally(() => {
-        clearTimeout(deadline)
+        clear()
         this.inFlight = undefined
         this.sendingTotal = 0
       })
@@ -307,43 +227,9 @@ export class SettlingEdge implements Store {
     return call
   }
 
-  /**
-   * Takes back a settlement. `tokens: NaN`: that debit was not taken, and goes
-   * again; `tokens: Infinity`: no answer (taken as applied, nothing reserved).
-   */
-  private settled (debits: readonly BucketDebit[], sent: ReadonlyArray<View | undefined>, settlements: readonly BucketSettlement[]): void {
-    const nowMs = this.clock()
-    let taken = true
-    sent.forEach((view, i) => {
-      const debit = debits[i] as BucketDebit
-      const { tokens, reserved } = settlements[i] as BucketSettlement
-      const current = view !== undefined && this.views.get(debit.key) === view
-      if (Number.isNaN(tokens)) {
-        taken = false
-        if (!current) {
-          // A dropped view's (or an orphan's) settlement: it joins the orphans.
-          this.orphan({ ...debit, reserve: 0 })
-          return
-        }
-        view.unreserved += view.sendingSpent
-        view.reserved += view.sendingReturned
-        view.touched = true
-      } else if (!current) {
-        // A view dropped while its settlement was on its way: what it reserved goes back.
-        this.orphan({ key: debit.key, policy: debit.policy, spent: -reserved, reserve: 0 })
-        return
-      } else {
-        view.reserved += reserved
-        view.share = 0
-        view.first = false
-        if (tokens !== Infinity) {
-          view.tokens = tokens
-          view.lastMs = nowMs
-        }
-      }
-      view.sendingSpent = view.sendingReturned = 0
-    })
-    if (!taken) {
+  /** Takes back a settlement's answers (see `takeBack`); the edge fails over, or back, on them. */
+  private settled (outgoing: Outgoing, settlements: readonly BucketSettlement[]): void {
+    if (!takeBack(this.ledger, outgoing, settlements, this.clock())) {
       this.failing('the store did not take a settlement')
     } else if (!this.healthy && settlements.every((settlement) => settlement.tokens !== Infinity)) {
       this.healthy = true
@@ -365,17 +251,6 @@ export class SettlingEdge implements Store {
     publishStore(this, 'settle', this.shared.keyspace?.prefix ?? '', event, !this.healthy, this.replicas())
   }
 
-  /** Keeps `debit` (spent and given back) for the next settlement, merged with what is kept for its key; at most 2 × `maxViews` keys. */
-  private orphan (debit: BucketDebit): void {
-    if (debit.spent === 0) return
-    const known = this.orphans.get(debit.key)
-    if (known === undefined && this.orphans.size >= 2 * this.maxViews) {
-      this.logger?.warn({ key: debit.key, tokens: debit.spent }, 'fastify-tollgate: too many edge settlements waiting; one dropped')
-      return
-    }
-    this.orphans.set(debit.key, { key: debit.key, policy: debit.policy, spent: debit.spent + (known?.spent ?? 0), reserve: 0 })
-  }
-
   /** What the headers show: this replica's allowance and the tokens left in the shared bucket, at most capacity. */
   private tokensOf (view: View, nowMs: number): number {
     return Math.min(view.policy.capacity, view.allowance + Math.max(0, tokensAt(view, view.policy, nowMs)))
@@ -386,11 +261,11 @@ export class SettlingEdge implements Store {
     if (view === undefined) {
       if (this.views.size >= this.maxViews) this.dropOldest()
       // A key whose dropped view left spends to settle starts with no share: its bucket may be drained.
-      const share = (this.orphans.get(bucket.key)?.spent ?? 0) > 0 ? 0 : shareOf(bucket.policy.capacity, 1, this.replicas())
+      const share = this.orphans.spentOf(bucket.key) > 0 ? 0 : shareOf(bucket.policy.capacity, 1, this.replicas())
       view = new View(bucket.policy, nowMs, share)
       this.views.set(bucket.key, view)
     } else {
-      view.touched = true
+      view.touch()
     }
     return view
   }
@@ -399,7 +274,7 @@ export class SettlingEdge implements Store {
   private dropOldest (): void {
     const [key, view] = this.views.entries().next().value as [string, View]
     this.views.delete(key)
-    this.orphan({ key, policy: view.policy, spent: view.unreserved - view.reserved, reserve: 0 })
-    // A settlement on its way for it comes back as an orphan (see `settled`).
+    this.orphans.add(view.leftOver(key))
+    // A settlement on its way for it comes back as an orphan (see `takeBack` in debits.ts).
   }
 }
