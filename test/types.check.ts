@@ -91,7 +91,7 @@ void [typedOptions, typedCost, typedUnknown]
 app.get('/c', { config: { rateLimit: { cost: () => 'ten' } } }, async () => 'ok')
 // Inline in app.get(), Fastify infers the route's config type from the literal and
 // intersects it with FastifyContextConfig, so a mistyped `rateLimit` there is not
-// a compile error (it fails at startup instead: test/options.test.ts). Typed route
+// a compile error (it fails at startup instead: test/config/options.test.ts). Typed route
 // options, as above, are checked.
 
 // Handlers read the route config with its type.

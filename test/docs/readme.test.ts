@@ -1,0 +1,366 @@
+/**
+ * What a new user tries first, tried as they would:
+ *
+ * - every ```ts block of README.md type-checks as pasted, with the repository's
+ *   TypeScript and compiler options (`strict` and more, as `tsc --init` sets them;
+ *   unused names allowed), 'fastify-tollgate' being this package as built in dist/;
+ * - each one then runs as pasted in its own process (with JWT_SECRET, PORT=0 and a
+ *   REDIS_URL in the environment), its `app` is closed, and the process exits by
+ *   itself with nothing on stderr;
+ * - the lines `npm start`, `npm run example jwt-tiers`, `route-cost`, `replica-share`,
+ *   `redis` and most `frl-*` print under "Try it:", sent in order with fetch as bash and curl would, give
+ *   the statuses their comments print (the first two pasted twice: the token
+ *   fetches still succeed, and so do the lines whose buckets are not spent).
+ *
+ * A block that is deliberately partial is marked on the line before its fence with
+ * `<!-- readme-test: skip -->` (not checked) or `<!-- readme-test: compile-only -->`
+ * (type-checked, not run).
+ */
+import t, { type Test } from 'tap'
+import ts from 'typescript'
+import { spawn } from 'node:child_process'
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import type { FastifyInstance } from 'fastify'
+import { freePort, requireRedis, startRedis } from '../redis-server.js'
+import { runExample } from '../run-example.js'
+
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
+/** Inside the package, so that 'fastify-tollgate' resolves to the package itself (dist/) as it does for a user. */
+const OUT = join(ROOT, 'build', 'readme')
+
+// ------------------------------------------------------------ README snippets
+
+interface Snippet {
+  /** The README line of the opening fence (1-based). */
+  line: number
+  /** The heading the block is under. */
+  section: string
+  code: string
+  mode: 'run' | 'compile-only' | 'skip'
+  /** The file the block is written to, under build/readme/. */
+  file: string
+}
+
+/** Every ```ts block of a markdown text, with the mode its marker (if any) gives it. */
+function snippets (markdown: string): Snippet[] {
+  const lines = markdown.split('\n')
+  const found: Snippet[] = []
+  let section = ''
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i] as string
+    const heading = /^#{1,6} (.*)/.exec(line)
+    if (heading !== null) section = heading[1] as string
+    const fence = /^```(\S*)\s*$/.exec(line)
+    if (fence === null) continue
+    let end = i + 1
+    while (end < lines.length && !/^```\s*$/.test(lines[end] as string)) end++
+    if (fence[1] === 'ts' || fence[1] === 'typescript') {
+      const before = lines.slice(0, i).findLast((l) => l.trim() !== '') ?? ''
+      const marker = /^<!--\s*readme-test:\s*(skip|compile-only)\b.*-->\s*$/.exec(before)
+      found.push({
+        line: i + 1,
+        section,
+        code: lines.slice(i + 1, end).join('\n'),
+        mode: (marker?.[1] as Snippet['mode'] | undefined) ?? 'run',
+        file: join(OUT, `readme-line-${i + 1}.ts`)
+      })
+    }
+    i = end
+  }
+  return found
+}
+
+/** A block that declares a top-level `app` also exports it, so that it can be closed (and driven) once it has run. */
+const declaresApp = (code: string): boolean => /^(?:const|let|var) app\b/m.test(code)
+
+/** Writes the blocks under build/readme/, type-checks them as one program and emits their JavaScript; returns the errors of each. */
+function compile (blocks: Snippet[]): Map<Snippet, string[]> {
+  rmSync(OUT, { recursive: true, force: true })
+  mkdirSync(OUT, { recursive: true })
+  for (const block of blocks) writeFileSync(block.file, `${block.code}\n${declaresApp(block.code) ? 'export { app }' : 'export {}'}\n`)
+  const base = ts.readConfigFile(join(ROOT, 'tsconfig.base.json'), (file) => ts.sys.readFile(file))
+  const { options } = ts.parseJsonConfigFileContent(base.config, ts.sys, ROOT)
+  const program = ts.createProgram(blocks.map((block) => block.file), {
+    ...options, noUnusedLocals: false, noUnusedParameters: false, sourceMap: false, rootDir: OUT, outDir: OUT
+  })
+  // Not the package's code: kept out of the coverage figures (tap's coverage-exclude only knows the files present when it starts).
+  program.emit(undefined, (file, text) => { ts.sys.writeFile(file, `/* c8 ignore start */\n${text}`) })
+  const errors = new Map(blocks.map((block) => [block, [] as string[]]))
+  for (const diagnostic of ts.getPreEmitDiagnostics(program)) {
+    const block = blocks.find((b) => b.file === diagnostic.file?.fileName)
+    const at = diagnostic.file !== undefined && diagnostic.start !== undefined
+      ? diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start).line + 1
+      : 0
+    const message = `README.md:${block === undefined ? '?' : block.line + at}: TS${diagnostic.code}: ${ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n')}`
+    if (block !== undefined) errors.get(block)?.push(message)
+    else errors.forEach((list) => list.push(message))
+  }
+  return errors
+}
+
+/** The JavaScript emitted for a block. */
+const emitted = (block: Snippet): string => block.file.replace(/\.ts$/, '.js')
+
+interface Ran { code: number | null, stderr: string, timedOut: boolean }
+
+/** Runs a block's JavaScript in its own process, then closes its `app`; waits for the process to exit by itself. */
+async function runAlone (block: Snippet, env: NodeJS.ProcessEnv, timeoutMs = 10_000): Promise<Ran> {
+  const script = `const m = await import(${JSON.stringify(pathToFileURL(emitted(block)).href)})
+if (m.app !== undefined) { await m.app.ready(); await m.app.close() }`
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] })
+  let stderr = ''
+  child.stderr.on('data', (chunk: Buffer) => { stderr += String(chunk) })
+  let timedOut = false
+  const timer = setTimeout(() => { timedOut = true; child.kill('SIGKILL') }, timeoutMs)
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve))
+  clearTimeout(timer)
+  return { code, stderr, timedOut }
+}
+
+// Child processes and a TypeScript program of their own: more than tap's 30 s on a busy machine.
+t.setTimeout(240_000)
+
+const blocks = snippets(readFileSync(join(ROOT, 'README.md'), 'utf8'))
+const checked = blocks.filter((block) => block.mode !== 'skip')
+const errors = compile(checked)
+const SECRET = 'readme-test-secret-0123456789'
+
+t.test('README: every ts block compiles under strict as pasted', async (t) => {
+  t.ok(checked.length >= 2, `${checked.length} blocks to check (${blocks.length - checked.length} marked skip)`)
+  for (const block of checked) t.same(errors.get(block), [], `README.md:${block.line} (${block.section}) compiles`)
+})
+
+t.test('README: every complete ts block runs as pasted, closes, and the process exits with nothing on stderr', async (t) => {
+  const runs = checked.filter((block) => block.mode === 'run')
+  const usesRedis = (block: Snippet): boolean => block.code.includes('ioredis')
+  const check = async (t: Test, block: Snippet, env: NodeJS.ProcessEnv, what: string): Promise<void> => {
+    const ran = await runAlone(block, { JWT_SECRET: SECRET, PORT: '0', ...env })
+    t.notOk(ran.timedOut, `README.md:${block.line} (${block.section}) ${what}: exits by itself once its app is closed (nothing left open)`)
+    t.equal(ran.code, 0, `README.md:${block.line} ${what}: exit code`)
+    t.equal(ran.stderr, '', `README.md:${block.line} ${what}: nothing on stderr`)
+  }
+  for (const block of runs) {
+    await t.test(`README.md:${block.line} (${block.section})`, async (t) => {
+      if (!usesRedis(block)) return check(t, block, {}, 'run')
+      // Redis away: a port nothing listens on. The store decides by failMode, and the client's errors are handled.
+      await check(t, block, { REDIS_URL: `redis://127.0.0.1:${await freePort()}` }, 'with Redis away')
+      if (!requireRedis(t)) return
+      await check(t, block, { REDIS_URL: `redis://127.0.0.1:${(await startRedis(t)).port}` }, 'on a live Redis')
+    })
+  }
+})
+
+t.test('README usage: one VIP user alone on an address meets their own quota, not the edge', async (t) => {
+  const usage = checked.find((block) => block.section === 'Usage')
+  if (usage === undefined) return t.fail('README has a Usage block')
+  process.env.JWT_SECRET ??= SECRET
+  process.env.PORT ??= '0'
+  const { app } = await import(pathToFileURL(emitted(usage)).href) as { app: FastifyInstance }
+  t.teardown(() => app.close())
+  const authorization = `Bearer ${app.jwt.sign({ sub: 'victor', tier: 'vip' })}`
+  let passed = 0
+  let refused
+  for (let i = 0; i < 1000 && refused === undefined; i++) {
+    const response = await app.inject({ url: '/', headers: { authorization } })
+    if (response.statusCode === 200) passed++
+    else refused = response
+  }
+  if (refused === undefined) return t.fail('the VIP tier refuses at some point')
+  t.equal(refused.statusCode, 429)
+  t.match(refused.headers['ratelimit'], /"app";r=0;/, `the refusal is the VIP's own bucket: ${String(refused.headers['ratelimit'])}`)
+  t.notMatch(refused.headers['ratelimit'], /"edge";r=0;/, 'not the edge')
+  const vip = /"app";q=(\d+)/.exec(String(refused.headers['ratelimit-policy']))
+  t.ok(passed >= Number(vip?.[1]), `the VIP's whole burst passed first (${passed}, capacity ${String(vip?.[1])})`)
+})
+
+// ------------------------------------------------------------ example banners
+
+/** What one banner line gave, and what its comment says it gives. */
+interface LineResult { line: string, statuses: number[], expected: string | undefined }
+
+/** The lines an example prints under "Try it:", without their indent; a blank line separates steps. */
+function tryIt (banner: string): string[][] {
+  const from = banner.indexOf('\nTry it:\n')
+  const to = banner.indexOf('\nPress Ctrl+C')
+  const lines = banner.slice(from + '\nTry it:\n'.length, to).trimEnd().split('\n').map((line) => line.replace(/^ {2}/, ''))
+  const steps: string[][] = [[]]
+  for (const line of lines) {
+    if (line.trim() === '') steps.push([])
+    else steps.at(-1)?.push(line)
+  }
+  return steps
+}
+
+/**
+ * A status expectation at the start of a comment: status codes and `…` (the
+ * code before it, any number of times more), up to a `:`, a `,` or the end.
+ */
+function expectation (comment: string): string | undefined {
+  return /^((?:\d{3}|…)(?: (?:\d{3}|…))*)(?=$|[:,])/.exec(comment)?.[1]
+}
+
+/** Whether statuses match an expectation such as `200 200 429` or `200 … 429 …`. */
+function meets (expected: string, statuses: number[]): boolean {
+  let pattern = ''
+  let previous = ''
+  for (const token of expected.split(' ')) {
+    if (token === '…') pattern += `(?: ${previous})*`
+    else pattern += `${pattern === '' ? '' : ' '}${token}`
+    previous = token === '…' ? previous : token
+  }
+  return new RegExp(`^${pattern}$`).test(statuses.join(' '))
+}
+
+/** Shell words, with `$NAME` expanded outside single quotes. */
+function words (text: string, vars: Map<string, string>): string[] {
+  const expand = (s: string): string => s.replace(/\$(\w+)|\$\{(\w+)\}/g, (_, a?: string, b?: string) => vars.get(a ?? b ?? '') ?? '')
+  return [...text.matchAll(/'([^']*)'|"([^"]*)"|(\S+)/g)].map(([, single, double, bare]) => single ?? expand(double ?? bare ?? ''))
+}
+
+/** One `curl` command, sent with fetch; returns the status. */
+async function curl (command: string, vars: Map<string, string>): Promise<number> {
+  const args = words(command, vars).slice(1)
+  let url: string | undefined
+  let method = 'GET'
+  const headers: Record<string, string> = {}
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] as string
+    if (arg === '-i' || arg === '-s' || arg === '-si') continue
+    else if (arg === '-o' || arg === '-w') i++
+    else if (arg === '-X') method = args[++i] as string
+    else if (arg === '-H') {
+      const [name = '', ...value] = (args[++i] as string).split(':')
+      headers[name.trim()] = value.join(':').trim()
+    } else if (/^https?:\/\//.test(arg)) url = arg
+    else throw new Error(`a curl argument this test does not know: ${arg} in ${command}`)
+  }
+  if (url === undefined) throw new Error(`no URL in ${command}`)
+  const response = await fetch(url, { method, headers })
+  await response.arrayBuffer()
+  return response.status
+}
+
+/** Runs a step's lines in order, as bash would (the forms the banners use); returns what each request line gave. */
+async function runLines (lines: string[], vars: Map<string, string>): Promise<LineResult[]> {
+  const results: LineResult[] = []
+  for (const line of lines) {
+    if (line.trimStart().startsWith('#')) continue
+    const [, command = '', comment = ''] = /^(.*?)(?:; echo)?(?:\s+#\s(.*))?$/.exec(line) ?? []
+    const token = /^(\w+)=\$\(curl -sf '([^']+)' \| node -pe '.*\.token'\)$/.exec(command)
+    const loop = /^for (\w+) in (.+?); do (curl .+?); done(?:; echo)?$/.exec(command)
+    if (token !== null) {
+      const response = await fetch(token[2] as string)
+      if (response.status !== 200) throw new Error(`the token fetch gave ${response.status}: ${line}`)
+      const { token: value } = await response.json() as { token: string }
+      vars.set(token[1] as string, value)
+      continue
+    }
+    const statuses: number[] = []
+    if (loop !== null) {
+      const [, name = '', list = '', body = ''] = loop
+      const seq = /^\$\(seq (\d+)\)$/.exec(list)
+      const items = seq === null ? words(list, vars) : Array.from({ length: Number(seq[1]) }, (_, i) => String(i + 1))
+      for (const item of items) {
+        vars.set(name, item)
+        statuses.push(await curl(body, vars))
+      }
+    } else if (command.startsWith('curl ')) {
+      statuses.push(await curl(command, vars))
+    } else {
+      throw new Error(`a banner line this test does not know how to run: ${line}`)
+    }
+    results.push({ line, statuses, expected: expectation(comment) })
+  }
+  return results
+}
+
+function checkLines (t: Test, results: LineResult[]): void {
+  t.ok(results.length > 0, 'lines that send requests')
+  for (const { line, statuses, expected } of results) {
+    if (expected === undefined) t.fail(`prints the statuses it gives: ${line}`)
+    else t.ok(meets(expected, statuses), `prints ${expected}, gives ${statuses.join(' ')}: ${line}`)
+  }
+}
+
+t.test('the expectation grammar of the banners', async (t) => {
+  t.equal(expectation('200 200 429'), '200 200 429')
+  t.equal(expectation('200, RateLimit headers'), '200')
+  t.equal(expectation('200 … 429 …: no token'), '200 … 429 …')
+  t.equal(expectation('VIP: a larger quota'), undefined)
+  t.ok(meets('200 200 429', [200, 200, 429]))
+  t.notOk(meets('200 200 429', [200, 429, 429]))
+  t.ok(meets('200 … 429 …', [200, 200, 200, 429, 429]))
+  t.ok(meets('200 … 429 …', [200, 429]))
+  t.notOk(meets('200 … 429 …', [429, 429]))
+  t.notOk(meets('200 … 429 …', [200, 429, 200]))
+})
+
+/**
+ * Pastes an example's one block (twice with `again`): the first paste gives every printed
+ * status; the second fetches its tokens again (a refused fetch throws) and gives
+ * the printed statuses on the lines matching `again`, whose buckets the first
+ * paste did not spend.
+ */
+async function pasteTwice (t: Test, name: string, again?: RegExp): Promise<void> {
+  const { banner } = await runExample(t, name)
+  const steps = tryIt(banner)
+  t.equal(steps.length, 1, 'one block')
+  const lines = steps[0] ?? []
+  checkLines(t, await runLines(lines, new Map()))
+  if (again === undefined) return
+  const second = (await runLines(lines, new Map())).filter(({ line }) => again.test(line))
+  t.ok(second.length > 0, 'lines checked again')
+  checkLines(t, second)
+}
+
+t.test('npm start: the lines it prints, pasted as one block (twice), give what they print', async (t) => {
+  await pasteTwice(t, 'server', /\$TOKEN|\$VIP|\/health/)
+})
+
+t.test('npm run example jwt-tiers: the lines it prints, pasted as one block (twice), give what they print', async (t) => {
+  await pasteTwice(t, 'jwt-tiers', /\$PRO/)
+})
+
+t.test('npm run example route-cost / replica-share: the lines they print, pasted as one block, give what they print', async (t) => {
+  await pasteTwice(t, 'route-cost')
+  await pasteTwice(t, 'replica-share')
+})
+
+t.test('npm run example frl-*: the lines they print, pasted as one block, give what they print', async (t) => {
+  // Not frl-global (a hundred requests and a token every 0.6 s: how many pass depends on curl's speed)
+  // nor frl-not-found (it sleeps between lines).
+  for (const name of [
+    'frl-error-response', 'frl-key-generator', 'frl-variable-max', 'frl-allow-list', 'frl-hook', 'frl-custom-store',
+    'frl-callbacks', 'frl-ban', 'frl-route-config', 'frl-group', 'frl-route-override', 'frl-manual'
+  ]) {
+    await t.test(name, async (t) => { await pasteTwice(t, name) })
+  }
+})
+
+t.test('npm run example redis: says which Redis it uses, how to start a second replica, and the two share one quota', async (t) => {
+  if (!requireRedis(t)) return
+  const redisUrl = `redis://127.0.0.1:${(await startRedis(t)).port}`
+  const first = await runExample(t, 'redis', { REDIS_URL: redisUrl })
+  const [here = [], ...next] = tryIt(first.banner)
+  const vars = new Map<string, string>()
+  checkLines(t, await runLines(here, vars))
+
+  const both = next.flat()
+  const start = both.map((line) => /REDIS_URL=(\S+) PORT=(\d+) PEER=(\S+) npm run example redis/.exec(line)).find((match) => match !== null)
+  if (start === undefined || start === null) return t.fail(`tells how to start a second replica:\n${first.banner}`)
+  const [, url = '', port = '', peer = ''] = start
+  t.equal(url, redisUrl, 'on the Redis this one uses')
+  t.equal(peer, first.url, 'pointing the second at this one')
+  const own = new URL(first.url)
+  t.not(port, own.port, `on another port than its own (${own.port})`)
+  const second = await runExample(t, 'redis', { REDIS_URL: url, PEER: peer })
+  // The second replica's lines send to itself and to the first, not to a third port.
+  const secondLoop = tryIt(second.banner).flat().find((line) => line.startsWith('for u in'))
+  t.equal(secondLoop?.split(';')[0], `for u in ${second.url} ${first.url} ${second.url}`, 'the second replica aims at the first')
+  t.notMatch(second.banner, /npm run example redis/, 'and does not ask for a third')
+  // The test cannot count on the suggested port being free: it runs the second replica where it can, and says so.
+  const suggested = `${own.protocol}//${own.hostname}:${port}`
+  checkLines(t, await runLines(both.map((line) => line.replaceAll(suggested, second.url)), vars))
+})

@@ -1,0 +1,81 @@
+import t from 'tap'
+import { createHash, createHmac } from 'node:crypto'
+import { boundIdentity, bucketKey, keyDigest } from '../../lib/output/key-format.js'
+import { clientAddress, plainAddress } from '../../lib/layers/keys.js'
+
+t.test('clientAddress normalises client IPs', async (t) => {
+  const cases: Array<[string | undefined, number, string]> = [
+    ['203.0.113.9', 64, '203.0.113.9'],
+    ['::ffff:203.0.113.9', 64, '203.0.113.9'],
+    ['::ffff:cb00:7109', 64, '203.0.113.9'],
+    ['2001:db8:aaaa:bbbb:1:2:3:4', 64, '2001:db8:aaaa:bbbb::/64'],
+    ['2001:DB8:AAAA:BBBB::9', 64, '2001:db8:aaaa:bbbb::/64'],
+    ['2001:db8::1', 64, '2001:db8:0:0::/64'],
+    ['2001:db8:aaaa:bbbb::1', 56, '2001:db8:aaaa:bb00::/56'],
+    ['2001:db8:aaaa:bbbb::1', 1, '0::/1'],
+    ['fe80::1%eth0', 64, 'fe80:0:0:0::/64'],
+    ['2001:db8::1:2:3:4', 128, '2001:db8:0:0:1:2:3:4'],
+    ['2001:db8::1:2:3:4', 120, '2001:db8:0:0:1:2:3:0/120'],
+    ['::1', 128, '0:0:0:0:0:0:0:1'],
+    ['64:ff9b::192.0.2.33', 128, '64:ff9b:0:0:0:0:c000:221'],
+    ['1:2:3:4:5:6:1.2.3.4', 128, '1:2:3:4:5:6:102:304'],
+    ['203.0.113.9:40001', 64, '203.0.113.9'],
+    ['[2001:db8:aaaa:bbbb::1]:443', 64, '2001:db8:aaaa:bbbb::/64'],
+    ['[2001:db8:aaaa:bbbb::1]', 64, '2001:db8:aaaa:bbbb::/64'],
+    ['[::ffff:203.0.113.9]:8080', 64, '203.0.113.9'],
+    ['[fe80::1%eth0]:443', 64, 'fe80:0:0:0::/64'],
+    ['2001:db8:aaaa:bbbb::443', 128, '2001:db8:aaaa:bbbb:0:0:0:443'],
+    ['::1:443', 128, '0:0:0:0:0:0:1:443'],
+    ['203.0.113.9:', 64, '203.0.113.9:'],
+    ['203.0.113.9:123456', 64, '203.0.113.9:123456'],
+    ['localhost:8080', 64, 'localhost:8080'],
+    ['[not-an-ip]:443', 64, '[not-an-ip]:443'],
+    ['[2001:db8::1]x', 64, '[2001:db8::1]x'],
+    ['[2001:db8::1', 64, '[2001:db8::1'],
+    ['not-an-ip', 64, 'not-an-ip'],
+    ['', 64, 'unknown'],
+    [undefined, 64, 'unknown']
+  ]
+  for (const [ip, bits, expected] of cases) t.equal(clientAddress(ip, bits), expected, `${String(ip)} /${bits}`)
+})
+
+t.test('identities are bounded and sanitised', async (t) => {
+  t.equal(boundIdentity('alice@example.com'), 'alice@example.com', 'plain ids stay readable')
+  t.equal(boundIdentity('2001:db8::/64'), '2001:db8::/64')
+  for (const hostile of ['a}b', '{user:bob}', 'line\nbreak', 'x'.repeat(101), 'space here', '']) {
+    const bounded = boundIdentity(hostile)
+    t.match(bounded, /^~[\w-]{43}$/, JSON.stringify(hostile.slice(0, 20)))
+    t.notMatch(bounded, /[{}\n]/)
+  }
+  t.not(boundIdentity('a}b'), boundIdentity('a{b'), 'distinct inputs, distinct digests')
+  t.equal(boundIdentity('x'.repeat(100)), 'x'.repeat(100), 'up to 100 characters are kept')
+})
+
+t.test('bucketKey puts the identity in one hash tag', async (t) => {
+  t.equal(bucketKey('user', '42', 'app'), '{user:42}:app')
+  t.equal(bucketKey('user', '42', 'route:POST /export'), '{user:42}:route:POST /export')
+  t.match(bucketKey('user', '}{evil', 'app'), /^\{user:~[\w-]+\}:app$/)
+})
+
+t.test('keyDigest: HMAC-SHA256 with a secret, SHA-256 without', async (t) => {
+  const keyed = keyDigest('a-secret-of-at-least-16-characters')
+  const plain = keyDigest(undefined)
+  const hmac = createHmac('sha256', 'a-secret-of-at-least-16-characters').update('sk_live_1').digest('base64url')
+  t.equal(keyed('sk_live_1'), hmac)
+  t.equal(plain('sk_live_1'), createHash('sha256').update('sk_live_1').digest('base64url'))
+  t.equal(keyed('k'.repeat(300)), createHmac('sha256', 'a-secret-of-at-least-16-characters').update('k'.repeat(300)).digest('base64url'), 'a long value')
+})
+
+t.test('plainAddress: an address as BlockList checks it, or undefined', async (t) => {
+  const cases: Array<[string | undefined, unknown]> = [
+    ['203.0.113.7', { address: '203.0.113.7', family: 'ipv4' }],
+    ['203.0.113.7:40001', { address: '203.0.113.7', family: 'ipv4' }],
+    ['[2001:db8::1]:443', { address: '2001:db8::1', family: 'ipv6' }],
+    ['fe80::1%eth0', { address: 'fe80::1', family: 'ipv6' }],
+    ['::ffff:10.0.0.1', { address: '::ffff:10.0.0.1', family: 'ipv6' }],
+    ['not-an-ip', undefined],
+    ['', undefined],
+    [undefined, undefined]
+  ]
+  for (const [ip, expected] of cases) t.same(plainAddress(ip), expected, String(ip))
+})

@@ -1,0 +1,176 @@
+import t from 'tap'
+import Fastify from 'fastify'
+import { readFileSync } from 'node:fs'
+import tollgate, {
+  InvalidCostError, InvalidOptionError, InvalidRouteConfigError, PenalizedError, RateLimitedError, StoreUnavailableError, type LimitDecision, type Store
+} from '../../lib/index.js'
+import { buildApp, logSink } from '../helpers.js'
+import { QuietRefusals } from '../recipes/quiet-refusals.js'
+import { rateLimitErrors } from '../recipes/rate-limit-errors.js'
+
+/** A refusal of the edge layer, `retryAfterMs` from now. */
+function refusal (retryAfterMs: number): LimitDecision {
+  return { layer: 'edge', allowed: false, cost: 1, retryAfterMs, buckets: [{ name: 'edge', key: '{ip:192.0.2.1}:edge', capacity: 1, refillPerSecond: 1, tokens: 0 }] }
+}
+
+t.test('every error code, its status and message', async (t) => {
+  const cases = [
+    [new RateLimitedError(refusal(2001)), 'TOLLGATE_RATE_LIMITED', 429, 'Rate limit exceeded, retry in 3 seconds'],
+    [new RateLimitedError(refusal(1000)), 'TOLLGATE_RATE_LIMITED', 429, 'Rate limit exceeded, retry in 1 second'],
+    [new RateLimitedError(refusal(Infinity)), 'TOLLGATE_RATE_LIMITED', 429, 'Rate limit exceeded: this quota does not refill'],
+    [new RateLimitedError({ ...refusal(Infinity), cost: 2 }), 'TOLLGATE_RATE_LIMITED', 429, 'Rate limit exceeded: this request costs more than the quota holds'],
+    [new PenalizedError({ ...refusal(300_000), penalty: { state: 'started', seconds: 300 } }), 'TOLLGATE_PENALIZED', 403, 'Refused for 300 seconds: too many requests after being limited'],
+    [new InvalidOptionError('Expected `x` to be y, got `z` (string)'), 'TOLLGATE_INVALID_OPTION', 500, 'Invalid fastify-tollgate option: Expected `x` to be y, got `z` (string)'],
+    [new InvalidRouteConfigError('POST /export', 'bad'), 'TOLLGATE_INVALID_ROUTE_CONFIG', 500, 'Invalid config.rateLimit on route POST /export: bad'],
+    [new InvalidCostError('POST /export', 'it threw'), 'TOLLGATE_INVALID_COST', 500, 'The rate-limit cost of route POST /export is invalid: it threw'],
+    [new StoreUnavailableError(), 'TOLLGATE_STORE_UNAVAILABLE', 503, 'The rate-limit store is unavailable, retry later']
+  ] as const
+  for (const [error, code, statusCode, message] of cases) {
+    t.equal(error.code, code)
+    t.equal(error.statusCode, statusCode)
+    t.equal(error.message, message)
+    t.ok(error instanceof Error)
+  }
+})
+
+t.test('a PenalizedError is a RateLimitedError; a RateLimitedError is no PenalizedError', async (t) => {
+  const penalized = new PenalizedError({ ...refusal(5000), penalty: { state: 'in force', seconds: 60 } })
+  t.ok(penalized instanceof RateLimitedError)
+  t.ok(penalized instanceof PenalizedError)
+  t.notOk(new RateLimitedError(refusal(5000)) instanceof PenalizedError)
+  t.notOk(new Error('x') instanceof PenalizedError)
+  t.equal(penalized.retryAfterSeconds, 5)
+  t.equal(new PenalizedError(refusal(1000)).message, 'Refused for 1 second: too many requests after being limited')
+  t.equal(new PenalizedError(refusal(Infinity)).message, 'Refused: too many requests after being limited')
+})
+
+t.test('a refusal is built without a stack trace', async (t) => {
+  t.equal(Object.hasOwn(new RateLimitedError(refusal(1000)), 'stack'), false)
+  t.equal(Object.hasOwn(new InvalidOptionError('x'), 'stack'), true, 'startup errors keep theirs')
+})
+
+t.test("a user's setErrorHandler reshapes the refusal; the headers stay", async (t) => {
+  const { app } = await buildApp({ edge: { capacity: 1, refillPerSecond: 1 } })
+  app.setErrorHandler((error: { code?: string, statusCode?: number, message: string }, _request, reply) => {
+    reply.code(error.statusCode ?? 500).type('application/problem+json').send({
+      type: `https://example.com/problems/${error.code ?? 'unknown'}`,
+      title: error.message,
+      status: error.statusCode
+    })
+  })
+  app.get('/', async () => 'ok')
+  await app.inject('/')
+  const refused = await app.inject('/')
+  t.equal(refused.statusCode, 429)
+  t.match(refused.headers['content-type'], /^application\/problem\+json/)
+  t.same(refused.json(), { type: 'https://example.com/problems/TOLLGATE_RATE_LIMITED', title: 'Rate limit exceeded, retry in 1 second', status: 429 })
+  t.equal(refused.headers['retry-after'], '1')
+  t.equal(refused.headers['ratelimit'], '"edge";r=0;t=1')
+  await app.close()
+})
+
+t.test('a refusal carries the decision and the Retry-After it sent', async (t) => {
+  const { app } = await buildApp({ edge: { capacity: 2, refillPerSecond: 0.5 } })
+  const errors: unknown[] = []
+  app.setErrorHandler((error, _request, reply) => { errors.push(error); return reply.send(error) })
+  app.get('/', async () => 'ok')
+  await app.inject('/')
+  await app.inject('/')
+  const refused = await app.inject('/')
+  const [error] = errors
+  if (!(error instanceof RateLimitedError)) throw new Error('expected a RateLimitedError')
+  t.equal(error.retryAfterSeconds, 2)
+  t.equal(refused.headers['retry-after'], '2', 'the header sent')
+  t.same(error.decision, {
+    layer: 'edge',
+    allowed: false,
+    cost: 1,
+    retryAfterMs: 2000,
+    buckets: [{ name: 'edge', key: '{ip:127.0.0.1}:edge', capacity: 2, refillPerSecond: 0.5, tokens: 0 }]
+  })
+  await app.close()
+})
+
+t.test('a quota that never refills: no Retry-After, and the message reads right', async (t) => {
+  const { app } = await buildApp({ edge: { capacity: 1, refillPerSecond: 0 } })
+  app.get('/', async () => 'ok')
+  await app.inject('/')
+  const refused = await app.inject('/')
+  t.equal(refused.statusCode, 429)
+  t.equal(refused.headers['retry-after'], undefined)
+  t.equal(refused.json().message, 'Rate limit exceeded: this quota does not refill')
+  await app.close()
+})
+
+const README = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8')
+const recipe = (name: string): string => readFileSync(new URL(`../../../test/recipes/${name}`, import.meta.url), 'utf8').trim()
+
+t.test('the README recipe: a setErrorHandler that shapes the 429 body from the error', async (t) => {
+  t.ok(README.includes(recipe('rate-limit-errors.ts')), 'the README shows test/recipes/rate-limit-errors.ts as it is (compiled under strict by build:test)')
+  for (const [refillPerSecond, retryAfterSeconds] of [[1, 1], [0, null]] as const) {
+    const { app } = await buildApp({ edge: { capacity: 1, refillPerSecond } })
+    rateLimitErrors(app)
+    app.get('/', async () => 'ok')
+    app.get('/broken', { config: { rateLimit: false } }, async () => { throw new Error('boom') })
+    await app.inject('/')
+    const refused = await app.inject('/')
+    t.equal(refused.statusCode, 429)
+    t.same(refused.json(), { error: 'rate_limited', message: new RateLimitedError(refusal(retryAfterSeconds === null ? Infinity : 1000)).message, retryAfterSeconds, layer: 'edge' })
+    t.equal(refused.headers['ratelimit'], refillPerSecond > 0 ? '"edge";r=0;t=1' : '"edge";r=0', 'the headers stay')
+    const broken = await app.inject('/broken')
+    t.same([broken.statusCode, broken.json().message], [500, 'boom'], "other errors reach Fastify's handler")
+    await app.close()
+  }
+})
+
+t.test("refusals and Fastify's logs: its default error handler logs each at info; the recipes quiet it", async (t) => {
+  const refusalLines = async (quiet: 'no' | 'setErrorHandler' | 'logController') => {
+    const { lines, logger } = logSink()
+    const { app } = await buildApp({ edge: { capacity: 1, refillPerSecond: 1 } }, quiet === 'logController' ? { logger, logController: new QuietRefusals() } : { logger })
+    if (quiet === 'setErrorHandler') rateLimitErrors(app)
+    app.get('/', async () => 'ok')
+    for (let i = 0; i < 4; i++) await app.inject('/')
+    await app.close()
+    const about = lines.filter((line) => (line.err as { code?: string } | undefined)?.code === 'TOLLGATE_RATE_LIMITED' || line.msg === 'rate limited')
+    return about.map((line) => line.level)
+  }
+  t.same(await refusalLines('no'), [30, 30, 30], "Fastify's default handler: one info line per refusal, with the error")
+  t.same(await refusalLines('setErrorHandler'), [20, 20, 20], 'the setErrorHandler recipe: debug')
+  t.same(await refusalLines('logController'), [20, 20, 20], 'the LogController recipe: debug')
+  t.ok(README.includes(recipe('quiet-refusals.ts')), 'the README shows test/recipes/quiet-refusals.ts as it is')
+})
+
+t.test('a store that throws or rejects refuses the request with a coded 503, never a crash or a free pass', async (t) => {
+  for (const failing of [
+    { consume () { throw new Error('down') }, close () {} },
+    { consume: async () => { throw new Error('down') }, close () {} }
+  ] as Store[]) {
+    const app = Fastify()
+    await app.register(tollgate, { store: failing, edge: { capacity: 10, refillPerSecond: 1 } })
+    app.get('/', async () => 'ok')
+    const response = await app.inject('/')
+    t.equal(response.statusCode, 503)
+    t.equal(response.json().code, 'TOLLGATE_STORE_UNAVAILABLE')
+    t.equal(response.headers['retry-after'], '1')
+    await app.close()
+  }
+})
+
+t.test('an asynchronous store is awaited', async (t) => {
+  let calls = 0
+  const store: Store = {
+    consume: async (buckets) => {
+      calls++
+      return { allowed: calls <= 1, tokens: buckets.map(() => 0), retryAfterMs: calls <= 1 ? 0 : 1500 }
+    },
+    close () {}
+  }
+  const app = Fastify()
+  await app.register(tollgate, { store, edge: { capacity: 10, refillPerSecond: 1 } })
+  app.get('/', async () => 'ok')
+  t.equal((await app.inject('/')).statusCode, 200)
+  const refused = await app.inject('/')
+  t.equal(refused.statusCode, 429)
+  t.equal(refused.headers['retry-after'], '2')
+  await app.close()
+})
