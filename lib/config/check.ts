@@ -117,7 +117,7 @@ export function checkFunction<F> (fail: Fail, path: string, value: unknown): F {
  *   (11 digits), and a store's expiry (ms until full) ≤ 1e13 ms. A slower refill
  *   is a bucket that never refills in practice: write `refillPerSecond: 0`.
  * A quota share (1/N replicas) scales capacity and rate alike, so the time to
- * fill is unchanged; headers.ts clamps whatever a store still returns beyond these.
+ * fill is unchanged; output/headers.ts clamps whatever a store still returns beyond these.
  */
 export const POLICY_BOUNDS = Object.freeze({ capacity: 1e12, refillPerSecond: 1e12, secondsToFill: 1e10 })
 

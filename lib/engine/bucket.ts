@@ -134,7 +134,7 @@ export function read (state: BucketState | undefined, policy: BucketPolicy, cost
  * absent bucket stays absent. A bucket in debt gains `amount` and may stay in
  * debt. A negative `amount` is a debt to put the bucket in, from a full (absent)
  * bucket too: it then holds `min(tokens, amount)`, so the same debt set twice is
- * set once (a penalty starts so, see penalty.ts). Like an allowed step, it
+ * set once (a penalty starts so, see layers/penalty.ts). Like an allowed step, it
  * records `lastMs = nowMs`, even when `nowMs` is before the last step (a clock
  * that went backwards).
  */

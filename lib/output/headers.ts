@@ -24,7 +24,7 @@ export interface NamedPolicy {
  * The largest Integer an RFC 9651 structured field may carry (15 digits); a
  * strict parser drops a whole field with a longer one (or `1e+21`). Every number
  * these headers print is a whole number from 0 to this one. The policy bounds of
- * validate.ts keep `q` and `r` ≤ 1e12 and `w`, `t` and `Retry-After` ≤ 1e10 s;
+ * config/check.ts keep `q` and `r` ≤ 1e12 and `w`, `t` and `Retry-After` ≤ 1e10 s;
  * the clamp covers what a store may still hand back: a custom store's odd tokens
  * (negative, NaN, huge) or waits, and the Redis store's local share, whose floor
  * of one token can stretch the time to fill by the number of live replicas.

@@ -220,7 +220,7 @@ export interface TollgateOptions {
   /** Called on every refusal (and would-be refusal in shadow mode). Errors it throws are logged. */
   onLimit?: ((request: FastifyRequest, decision: LimitDecision) => void) | undefined
   /**
-   * Misconfiguration warnings (see warnings.ts), each logged once with its code.
+   * Misconfiguration warnings (see output/warnings.ts), each logged once with its code.
    * `false` switches all off; `{ CODE: false }` one. Default: all on.
    */
   warnings?: false | Partial<Record<WarningCode, boolean>> | undefined
