@@ -46,8 +46,6 @@ const FIRST_SLOTS = 1 << 20
 const defaultClock = (): number => performance.now()
 
 export class MemoryStore implements Store {
-  /** Its state is in this process: every replica counts alone, and every `edge.mode` decides here. */
-  readonly [LOCAL_STORE] = true
   readonly quotaShare: number
   readonly maxKeys: number
   private readonly clock: () => number
@@ -75,6 +73,15 @@ export class MemoryStore implements Store {
   private readonly policies: BucketPolicy[] = []
   private readonly costs: number[] = []
   private readonly overdrafts: boolean[] = []
+
+  /**
+   * Its state is in this process: every replica counts alone, and every `edge.mode`
+   * decides here. On the prototype, so that an object spread from a memory store
+   * (a wrapper of your own) is not taken for one.
+   */
+  get [LOCAL_STORE] (): true {
+    return true
+  }
 
   constructor (options: MemoryStoreOptions = {}) {
     const fail = failOption

@@ -1,7 +1,7 @@
 import t from 'tap'
-import type { FastifyInstance } from 'fastify'
+import Fastify, { type FastifyInstance } from 'fastify'
 import { routeBucket } from '../../lib/output/route-names.js'
-import { memoryStore } from '../../lib/index.js'
+import tollgate, { memoryStore } from '../../lib/index.js'
 import { describe } from '../../lib/config/check.js'
 import { readyWith } from '../helpers.js'
 
@@ -166,4 +166,15 @@ t.test('routeBucket: one name per route, the same for every way Fastify serves i
     [{ method: 'GET', url: '/r', constraints: { version: undefined } }, 'route:GET /r']
   ]
   for (const [route, name] of cases) t.equal(routeBucket(route), name, name)
+})
+
+t.test('a store of your own spread from a memory store is not taken for the memory store', async (t) => {
+  const inner = memoryStore()
+  const wrapped = { ...inner, consume: (buckets: Parameters<typeof inner.consume>[0]) => inner.consume(buckets), close: () => { inner.close() } }
+  const app = Fastify()
+  await t.rejects(async () => app.register(tollgate, { store: wrapped, edge: { capacity: 2, refillPerSecond: 1, mode: 'replica-share' } }), {
+    code: 'TOLLGATE_INVALID_OPTION',
+    message: /Expected a store with `liveReplicas` \(as redisStore has\) for `edge.mode: 'replica-share'`/
+  })
+  await app.close()
 })
