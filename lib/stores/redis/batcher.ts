@@ -3,13 +3,13 @@
  * a queue, and at the next check phase (`setImmediate`) go to Redis as one script
  * call per node (one call on a single Redis), at most `maxBatch` decisions each.
  * Also how a batch is written into a call of the consume script, and how its
- * reply is read back (the layout is documented in redis-script.ts).
+ * reply is read back (the layout is documented in scripts/consume.lua).
  */
 import type { BucketPolicy } from '../../types/engine.js'
 import type { BucketRequest, StoreDecision } from '../../types/store.js'
 import { readRefusal, type ScriptRefusal } from './deny-cache.js'
 import type { RedisClientLike, ScriptCall } from './client.js'
-import { parseNumber } from './scripts.js'
+import { parseNumber } from './reply.js'
 
 /**
  * The bound on `maxBatch`. A script call holds Redis for its whole run: 10 000
@@ -147,7 +147,7 @@ export async function callScript (options: ScriptCallOptions, batch: readonly Pe
   return parseReply(reply, batch)
 }
 
-/** The script's reply, one decision per entry of `batch` (layout in redis-script.ts). */
+/** The script's reply, one decision per entry of `batch` (layout in scripts/consume.lua). */
 function parseReply (reply: unknown, batch: readonly Pending[]): ScriptDecision[] {
   const values = reply as unknown[]
   let at = 0

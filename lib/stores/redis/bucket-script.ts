@@ -1,13 +1,13 @@
 /**
  * The Redis store's single-bucket operations, behind `fastify.tollgate.peek`,
- * `refund` and `reset`: one call of the bucket script (redis-script.ts) each, sent
+ * `refund` and `reset`: one call of the bucket script (scripts/bucket.lua) each, sent
  * at once, not batched (they are rare next to consumes). Writes how a call is made
  * and how its reply is read back.
  */
 import type { BucketReading } from '../../types/engine.js'
 import type { BucketRequest } from '../../types/store.js'
 import type { RedisClientLike, ScriptCall } from './client.js'
-import { parseNumber } from './scripts.js'
+import { parseNumber } from './reply.js'
 
 /** What a call of the bucket script needs. */
 export interface BucketScriptOptions {

@@ -1,7 +1,7 @@
 /**
  * The Redis store: one quota shared by every replica.
  *
- * - One Lua script decides (redis-script.ts), with Redis `TIME` as the one clock.
+ * - One Lua script decides (scripts/consume.lua), with Redis `TIME` as the one clock.
  * - Decisions asked for in one event-loop turn go to Redis as one script call per
  *   node (micro-batching).
  * - A key refused until T is refused locally until T (the deny cache).
@@ -30,7 +30,8 @@ import { DenyCache } from './deny-cache.js'
 import { callScript, MAX_BATCH, MicroBatcher, SINGLE_NODE, type Pending, type ScriptDecision, type ScriptCallOptions } from './batcher.js'
 import type { RedisClientLike, ScriptCall } from './client.js'
 import { callBucketScript, parseReading, type BucketOperation, type BucketScriptOptions } from './bucket-script.js'
-import { BUCKET_SCRIPT, CONSUME_SCRIPT, CONSUME_SCRIPT_CLUSTER, HEARTBEAT_SCRIPT, parseNumber, SETTLE_SCRIPT, SETTLE_SCRIPT_CLUSTER } from './scripts.js'
+import { defineScripts } from './scripts.js'
+import { parseNumber } from './reply.js'
 import { callSettleScript } from './settle-script.js'
 
 /** What to do when Redis cannot answer in time. */
@@ -85,12 +86,6 @@ export interface RedisStoreOptions {
   clock?: (() => number) | undefined
 }
 
-const CONSUME_COMMAND = 'tollgateConsume'
-const CONSUME_CLUSTER_COMMAND = 'tollgateConsumeCluster'
-const HEARTBEAT_COMMAND = 'tollgateHeartbeat'
-const BUCKET_COMMAND = 'tollgateBucket'
-const SETTLE_COMMAND = 'tollgateSettle'
-const SETTLE_CLUSTER_COMMAND = 'tollgateSettleCluster'
 /** The heartbeat's sorted set; hash-tagged like every other key. */
 const REPLICAS_KEY = '{replicas}'
 const OPTION_KEYS = [
@@ -171,24 +166,18 @@ export class RedisStore implements Store {
     this.breaker = new CircuitBreaker(breakerThreshold, probeIntervalMs)
 
     const cluster = Array.isArray(this.client.slots)
-    this.client.defineCommand(CONSUME_COMMAND, { lua: CONSUME_SCRIPT })
-    this.client.defineCommand(CONSUME_CLUSTER_COMMAND, { lua: CONSUME_SCRIPT_CLUSTER })
-    this.client.defineCommand(HEARTBEAT_COMMAND, { lua: HEARTBEAT_SCRIPT, numberOfKeys: 1 })
-    this.client.defineCommand(BUCKET_COMMAND, { lua: BUCKET_SCRIPT, numberOfKeys: 1 })
-    this.client.defineCommand(SETTLE_COMMAND, { lua: SETTLE_SCRIPT })
-    this.client.defineCommand(SETTLE_CLUSTER_COMMAND, { lua: SETTLE_SCRIPT_CLUSTER })
-    const commands = this.client as unknown as Record<string, ScriptCall>
-    this.heartbeatCommand = commands[HEARTBEAT_COMMAND] as ScriptCall
+    const scripts = defineScripts(this.client, cluster)
+    this.heartbeatCommand = scripts.heartbeat
     this.script = {
       client: this.client,
-      command: commands[cluster ? CONSUME_CLUSTER_COMMAND : CONSUME_COMMAND] as ScriptCall,
+      command: scripts.consume,
       cluster,
       prefix,
       neverFullTtlMs: this.neverFullTtlMs,
       clock: testClock
     }
-    this.bucketScript = { client: this.client, command: commands[BUCKET_COMMAND] as ScriptCall, neverFullTtlMs: this.neverFullTtlMs, clock: testClock }
-    this.settleScript = { ...this.script, command: commands[cluster ? SETTLE_CLUSTER_COMMAND : SETTLE_COMMAND] as ScriptCall }
+    this.bucketScript = { client: this.client, command: scripts.bucket, neverFullTtlMs: this.neverFullTtlMs, clock: testClock }
+    this.settleScript = { ...this.script, command: scripts.settle }
     this.batcher = new MicroBatcher({
       maxBatch,
       nodeOf: cluster ? (buckets) => this.nodeOf((buckets[0] as BucketRequest).key) : undefined,

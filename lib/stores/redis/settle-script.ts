@@ -1,12 +1,12 @@
 /**
  * The Redis store's settlement, behind `edge.mode: 'settle'`: what replicas spent
  * locally, debited from the shared buckets, and their next reservations, in one
- * call of the settle script (redis-script.ts) per node, at most `maxBatch`
+ * call of the settle script (scripts/settle.lua) per node, at most `maxBatch`
  * buckets each.
  */
 import type { BucketDebit, BucketSettlement } from '../../types/store.js'
 import type { ScriptCallOptions } from './batcher.js'
-import { parseNumber } from './scripts.js'
+import { parseNumber } from './reply.js'
 
 /**
  * Settles `debits` (one node) with `options.command`, the settle script; resolves
