@@ -19,7 +19,7 @@ export interface RedisStoreOptions {
   /**
    * The silence from Redis a call waits out, in ms. Default 50. A call fails once it
    * has waited this long and no call on its connection (its Cluster node) was
-   * answered in the last `timeoutMs` (see bounded-wait.ts). Every timer
+   * answered in the last `timeoutMs` (see lib/stores/redis/bounded-wait.ts). Every timer
    * option (this one, `heartbeatIntervalMs`, `probeIntervalMs`, `connectWaitMs`) is
    * at most 2^31 − 1 ms, the longest delay a Node timer keeps.
    */
