@@ -22,3 +22,29 @@ export class ThrottledLog {
     }
   }
 }
+
+/**
+ * One `ThrottledLog` per kind of line (each kind has its own interval), made at
+ * its kind's first line; `clear()` forgets them all (the next line of each kind is
+ * written at once).
+ */
+export class ThrottledLogs {
+  private readonly kinds = new Map<string, ThrottledLog>()
+
+  /** `intervalMs`: the least time between two lines of one kind; `now`: a clock in ms. */
+  constructor (private readonly intervalMs: number, private readonly now: () => number) {}
+
+  /** As `ThrottledLog.log`, for the lines of `kind`. */
+  log (kind: string, write: (since: number) => void): void {
+    let log = this.kinds.get(kind)
+    if (log === undefined) {
+      log = new ThrottledLog(this.intervalMs, this.now)
+      this.kinds.set(kind, log)
+    }
+    log.log(write)
+  }
+
+  clear (): void {
+    this.kinds.clear()
+  }
+}

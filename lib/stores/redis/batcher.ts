@@ -3,22 +3,20 @@
  * a queue, and at the next check phase (`setImmediate`) go to Redis as one script
  * call per node (one call on a single Redis), at most `maxBatch` decisions each.
  * Also how a batch is written into a call of the consume script, and how its
- * reply is read back (the layout is documented in redis-script.ts).
+ * reply is read back (the layout is documented in scripts/consume.lua).
  */
 import type { BucketPolicy } from '../../types/engine.js'
 import type { BucketRequest, StoreDecision } from '../../types/store.js'
 import { readRefusal, type ScriptRefusal } from './deny-cache.js'
 import type { RedisClientLike, ScriptCall } from './client.js'
-import { parseNumber } from './scripts.js'
+import { chunksByNode } from './cluster-slot.js'
+import { parseNumber } from './reply.js'
 
 /**
  * The bound on `maxBatch`. A script call holds Redis for its whole run: 10 000
  * two-bucket decisions took 0.4 s of Redis time on the (busy) test machine.
  */
 export const MAX_BATCH = 10_000
-
-/** The node name of a single Redis (not a Cluster). */
-export const SINGLE_NODE = ''
 
 /** A decision waiting for its batch. */
 export interface Pending {
@@ -44,8 +42,13 @@ export class MicroBatcher {
   private queue: Pending[] = []
   private flushScheduled = false
   private readonly flushNow = (): void => { this.flush() }
+  /** A pending decision's node; undefined: one node. */
+  private readonly nodeOf: ((pending: Pending) => string) | undefined
 
-  constructor (private readonly options: MicroBatcherOptions) {}
+  constructor (private readonly options: MicroBatcherOptions) {
+    const nodeOf = options.nodeOf
+    this.nodeOf = nodeOf === undefined ? undefined : (pending) => nodeOf(pending.buckets)
+  }
 
   /** Queues a decision for the next flush; settles when its batch is answered. */
   add (buckets: readonly BucketRequest[]): Promise<StoreDecision> {
@@ -63,33 +66,19 @@ export class MicroBatcher {
     this.flushScheduled = false
     const queue = this.queue
     this.queue = []
-    const { maxBatch, send } = this.options
-    for (const [node, group] of this.groups(queue)) {
-      for (let start = 0; start < group.length; start += maxBatch) {
-        const batch = group.slice(start, start + maxBatch)
-        // A throw here would be uncaught (this runs in setImmediate): the process would
-        // die and every queued decision hang. The batch's decisions fail instead (503s).
-        try {
-          send(batch, node)
-        } catch (error) {
-          for (const pending of batch) pending.reject(error)
-        }
-      }
-    }
+    chunksByNode(queue, this.nodeOf, this.options.maxBatch, this.sendBatch)
   }
 
-  /** The queue grouped by node, in order. */
-  private groups (queue: Pending[]): Iterable<[string, Pending[]]> {
-    const nodeOf = this.options.nodeOf
-    if (nodeOf === undefined) return [[SINGLE_NODE, queue]]
-    const groups = new Map<string, Pending[]>()
-    for (const pending of queue) {
-      const node = nodeOf(pending.buckets)
-      const group = groups.get(node)
-      if (group === undefined) groups.set(node, [pending])
-      else group.push(pending)
+  /** Sends one batch. */
+  private readonly sendBatch = (batch: Pending[], node: string): void => {
+    // A throw here would be uncaught (this runs in setImmediate): the process would
+    // die and every queued decision hang. The batch's decisions fail instead (503s).
+    const send = this.options.send
+    try {
+      send(batch, node)
+    } catch (error) {
+      for (const pending of batch) pending.reject(error)
     }
-    return groups.entries()
   }
 }
 
@@ -147,7 +136,7 @@ export async function callScript (options: ScriptCallOptions, batch: readonly Pe
   return parseReply(reply, batch)
 }
 
-/** The script's reply, one decision per entry of `batch` (layout in redis-script.ts). */
+/** The script's reply, one decision per entry of `batch` (layout in scripts/consume.lua). */
 function parseReply (reply: unknown, batch: readonly Pending[]): ScriptDecision[] {
   const values = reply as unknown[]
   let at = 0

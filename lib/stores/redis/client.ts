@@ -1,4 +1,5 @@
 /** The Redis client as the store sees it: the part of ioredis (or iovalkey) it uses, and a script command defined on it. */
+import type { StoreLogger } from '../../types/store.js'
 
 /**
  * The part of an ioredis `Redis` or `Cluster` (or iovalkey) this store uses.
@@ -20,3 +21,21 @@ export interface RedisClientLike {
  * 100 000 arguments into one call would overflow the stack (RangeError).
  */
 export type ScriptCall = (this: RedisClientLike, ...args: Array<string | number | ReadonlyArray<string | number>>) => Promise<unknown>
+
+/**
+ * Waits (up to `waitMs`) for a client that is still connecting (ioredis: a status
+ * other than `'ready'` or `'wait'`); warns (`log.logger`) when it is still not ready then.
+ */
+export async function whenConnected (client: RedisClientLike, waitMs: number, log: { readonly logger: StoreLogger }): Promise<void> {
+  if (client.status !== undefined && client.status !== 'ready' && client.status !== 'wait' && typeof client.once === 'function') {
+    let timer: NodeJS.Timeout | undefined
+    await new Promise<void>((resolve) => {
+      client.once?.('ready', resolve)
+      timer = setTimeout(resolve, waitMs)
+    })
+    clearTimeout(timer)
+    if (client.status !== 'ready') {
+      log.logger.warn({ status: client.status }, 'fastify-tollgate: Redis is not connected yet; deciding by failMode until it is')
+    }
+  }
+}

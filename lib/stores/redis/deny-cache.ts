@@ -29,9 +29,9 @@
 import { consume, consumeOne, tokensAt } from '../../engine/bucket.js'
 import type { BucketDecision, BucketPolicy, BucketState } from '../../types/engine.js'
 import type { BucketRequest } from '../../types/store.js'
-import { parseNumber } from './scripts.js'
+import { parseNumber } from './reply.js'
 
-/** What the script tells about a refusal, beyond the decision (see redis-script.ts). */
+/** What the script tells about a refusal, beyond the decision (see scripts/consume.lua). */
 export interface ScriptRefusal {
   /** The script's time when it decided (ms, Redis `TIME` or the test clock). */
   atMs: number

@@ -1,12 +1,37 @@
 /**
  * The Redis store's settlement, behind `edge.mode: 'settle'`: what replicas spent
  * locally, debited from the shared buckets, and their next reservations, in one
- * call of the settle script (redis-script.ts) per node, at most `maxBatch`
+ * call of the settle script (scripts/settle.lua) per node, at most `maxBatch`
  * buckets each.
  */
 import type { BucketDebit, BucketSettlement } from '../../types/store.js'
 import type { ScriptCallOptions } from './batcher.js'
-import { parseNumber } from './scripts.js'
+import type { RedisCalls } from './calls.js'
+import type { OutageLog } from './outage-log.js'
+import { parseNumber } from './reply.js'
+
+/**
+ * Settles `debits`: one call of the script per node and `maxBatch` debits, each
+ * counted by the breaker (not bounded by `timeoutMs`: a slow call may still have
+ * been applied). Resolves once every call answered or failed, with `tokens: NaN`
+ * for the debits of a call that failed (logged).
+ */
+export async function settleByNode (options: ScriptCallOptions, calls: RedisCalls, log: OutageLog, maxBatch: number, debits: readonly BucketDebit[]): Promise<BucketSettlement[]> {
+  const settlements = debits.map((): BucketSettlement => ({ tokens: NaN, reserved: 0 }))
+  const sent: Array<Promise<void>> = []
+  calls.byNode(debits.map((_debit, i) => i), (i) => (debits[i] as BucketDebit).key, maxBatch, (chunk) => {
+    sent.push(callSettleScript(options, chunk.map((i) => debits[i] as BucketDebit)).then((answer) => {
+      calls.answered()
+      chunk.forEach((i, j) => { settlements[i] = answer[j] as BucketSettlement })
+    }))
+  })
+  await Promise.all(sent.map(async (call) => call.catch((error: unknown) => {
+    calls.failed()
+    log.line('error', 'settle-failed', { err: error, breaker: calls.state },
+      'fastify-tollgate: Redis settlement failed; the edge decides locally until Redis answers')
+  })))
+  return settlements
+}
 
 /**
  * Settles `debits` (one node) with `options.command`, the settle script; resolves

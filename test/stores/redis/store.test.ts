@@ -1,7 +1,7 @@
 import t from 'tap'
 import { Redis } from 'ioredis'
 import { redisStore } from '../../../lib/index.js'
-import { parseNumber } from '../../../lib/stores/redis/scripts.js'
+import { parseNumber } from '../../../lib/stores/redis/reply.js'
 import { manualClock, storeConformance } from '../../helpers.js'
 import { commandCalls, freePort, requireRedis, startRedis } from '../../redis-server.js'
 

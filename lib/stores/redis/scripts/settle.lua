@@ -1,0 +1,32 @@
+-- Settlement (`edge.mode: 'settle'`): per bucket, takes the tokens a replica spent
+-- without a reservation, less the reserved tokens it gives back, whatever the
+-- bucket holds (so that it may go into debt: negative tokens, refilled like any
+-- shortfall; given-back tokens never take it above capacity), then reserves for
+-- the replica up to the tokens asked for, from what the bucket then holds. A key
+-- that comes twice is settled twice, in order. Loaded after helpers.lua (scripts.ts).
+--
+-- KEYS: the bucket keys, in order; on a Cluster KEYS holds only the first and ARGV
+--       ends with every key (as the consume script).
+-- ARGV: now, the never-full TTL and the fixed-TTL flag (as the consume script),
+--       the number of buckets, the number of keys at the end of ARGV (0: the keys
+--       are KEYS), then per bucket: capacity, refill per second, tokens spent
+--       (negative: given back), tokens to reserve.
+-- Returns, per bucket, as strings: its tokens after the call, the tokens reserved.
+local count = tonumber(ARGV[4])
+local keysInArgv = tonumber(ARGV[5])
+local out = {}
+for i = 1, count do
+  local k = KEYS[i]
+  if keysInArgv > 0 then k = ARGV[#ARGV - keysInArgv + i] end
+  local capacity, rate = tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3])
+  local spent, wanted = tonumber(ARGV[4 * i + 4]), tonumber(ARGV[4 * i + 5])
+  local left = levelAt(readState(k), capacity, rate, now) - spent
+  if left > capacity then left = capacity end
+  local reserved = 0
+  if wanted > 0 and left > 0 then reserved = math.min(wanted, left) end
+  left = left - reserved
+  writeState(k, left, capacity, rate)
+  out[2 * i - 1] = fmt(left)
+  out[2 * i] = fmt(reserved)
+end
+return out
