@@ -64,6 +64,25 @@ export const MEMORY_STORE_OPTIONS: readonly OptionRow[] = [
   row('sweepIntervalMs', 'integer ms', '60000', 'how often full buckets are dropped')
 ]
 
+/** `redisStore(options)`. */
+export const REDIS_STORE_OPTIONS: readonly OptionRow[] = [
+  row('client', 'ioredis Redis or Cluster', 'required', 'the client; yours, never closed by the store'),
+  row('prefix', 'string without { or }', "'tollgate:'", 'key prefix'),
+  row('timeoutMs', 'ms', '50', 'how long a call waits while Redis is silent'),
+  row('failMode', "'open' | 'closed' | 'local'", "'local'", 'what to do when Redis cannot answer'),
+  row('fallbackHeadroom', 'number ≥ 0', '0.2', "'local': the headroom of each replica's share"),
+  row('replicas', 'integer ≥ 1', '1', 'live replicas assumed until the first heartbeat'),
+  row('heartbeatIntervalMs', 'integer ms, 0 disables', '2000', 'how often a replica announces itself'),
+  row('breakerThreshold', 'integer ≥ 1', '3', 'consecutive failed calls that open the breaker'),
+  row('probeIntervalMs', 'ms', '1000', 'while open, how often one call probes Redis'),
+  row('denyCacheSize', 'integer ≥ 0', '10000', 'refusals remembered locally; 0 disables'),
+  row('maxBatch', 'integer 1 to 10 000', '500', 'most decisions in one script call'),
+  row('neverFullTtlMs', 'integer ms', 'one day', 'TTL of a bucket that never refills'),
+  row('logIntervalMs', 'ms', '10000', 'fewest ms between two log lines of one kind'),
+  row('connectWaitMs', 'ms', '3000', 'at ready(), how long to wait for a client still connecting'),
+  row('clock', '() => number', 'Redis TIME', 'tests only: the time passed to the script')
+]
+
 /** `shadowReport`, `*.penalty` and `allowList` as objects. */
 export const SHADOW_REPORT_OPTIONS: readonly OptionRow[] = [
   row('minutes', 'integer 1 to 60', '10', 'minutes the report covers'),

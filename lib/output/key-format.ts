@@ -67,3 +67,6 @@ export const edgeRouteKey = (clientKey: string, routeBucket: string): string => 
  * one, so no limit's key is a penalty's).
  */
 export const penaltyKey = (clientKey: string, routeBucket?: string): string => routeBucket === undefined ? `${clientKey}~penalty` : `${clientKey}~penalty:${routeBucket}`
+
+/** The Redis store's heartbeat: a sorted set of live replicas (after the store's prefix), hash-tagged like every key. */
+export const REPLICAS_KEY = '{replicas}'

@@ -4,14 +4,13 @@
  * and reads back how many replicas are live, for the `'local'` fallback's share
  * and the edge modes. It leaves the set on close. A failed beat keeps the last count.
  */
+import { REPLICAS_KEY } from '../../output/key-format.js'
 import { randomUUID } from 'node:crypto'
 import type { RedisCalls } from './calls.js'
 import type { RedisClientLike, ScriptCall } from './client.js'
 import type { OutageLog } from './outage-log.js'
 import { parseNumber } from './reply.js'
 
-/** The heartbeat's sorted set; hash-tagged like every other key. */
-const REPLICAS_KEY = '{replicas}'
 
 export interface HeartbeatOptions {
   client: RedisClientLike

@@ -4,6 +4,7 @@
  * the coded invalid-option error on the first option that is wrong, in the order
  * below.
  */
+import { keysOf, REDIS_STORE_OPTIONS } from '../../config/rows.js'
 import { checkFunction, checkInteger, checkKnownKeys, checkNumber, checkObject, checkTimer, expected, failOption } from '../../config/check.js'
 import { MAX_BATCH } from './batcher.js'
 import type { RedisClientLike } from './client.js'
@@ -60,10 +61,7 @@ export interface RedisStoreOptions {
   clock?: (() => number) | undefined
 }
 
-const OPTION_KEYS = [
-  'client', 'prefix', 'timeoutMs', 'failMode', 'fallbackHeadroom', 'replicas', 'heartbeatIntervalMs', 'breakerThreshold',
-  'probeIntervalMs', 'denyCacheSize', 'maxBatch', 'neverFullTtlMs', 'logIntervalMs', 'connectWaitMs', 'clock'
-]
+const OPTION_KEYS = keysOf(REDIS_STORE_OPTIONS)
 
 /** The options, checked, with their defaults: every one set. */
 export interface CheckedOptions {
