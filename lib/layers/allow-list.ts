@@ -9,7 +9,7 @@ import type { AllowListSettings } from '../config/allow-list.js'
 import { ThrottledLog } from '../output/throttled-log.js'
 import { memoize, ofClientAddress } from './key-cache.js'
 import { plainAddress } from './keys.js'
-import { returnedPromise } from './sync.js'
+import { returnedPromise } from './promises.js'
 
 /** How often a predicate that throws is logged, at most: once per minute (ms). */
 export const MATCH_ERROR_LOG_INTERVAL_MS = 60_000

@@ -20,7 +20,7 @@ import { requester } from './requester.js'
 import type { RouteSettings } from './routes.js'
 import type { Done } from './outcome.js'
 import { runStep } from './step.js'
-import { returnedPromise } from './sync.js'
+import { returnedPromise } from './promises.js'
 
 export type Hook = (request: FastifyRequest, reply: FastifyReply, done: Done) => void
 

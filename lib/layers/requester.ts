@@ -8,7 +8,7 @@ import type { Identity, Quota } from '../types/options.js'
 import type { Warnings } from '../output/warnings.js'
 import type { AppSettings } from './context.js'
 import type { IdentityQuota, IdentityQuotas } from './identity-quota.js'
-import { returnedPromise } from './sync.js'
+import { returnedPromise } from './promises.js'
 
 /** Who a request is from, as keys see it. */
 export interface Requester {

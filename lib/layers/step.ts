@@ -13,7 +13,7 @@ import type { LimitDecision } from '../types/decision.js'
 import type { BucketRequest, StoreDecision } from '../types/store.js'
 import type { BucketPolicy } from '../types/engine.js'
 import type { StepPenalty } from './penalty.js'
-import { isThenable } from './sync.js'
+import { isThenable } from './promises.js'
 import type { StepEnd } from './outcome.js'
 
 

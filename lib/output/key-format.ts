@@ -1,7 +1,7 @@
 /**
  * Every key the plugin writes to a store, in one place. Keys are a public
  * contract: replicas of two versions share buckets during a rolling deploy, so
- * a change here needs a versioned prefix (test/golden-keys.test.ts holds them).
+ * a change here needs a versioned prefix (test/output/golden-keys.test.ts holds them).
  *
  * A key reads `{<kind>:<identity>}:<bucket>`, e.g. `{ip:203.0.113.7}:edge`,
  * `{user:42}:app`, `{user:42}:route:POST /export`. Every bucket of one identity

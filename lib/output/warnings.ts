@@ -5,6 +5,7 @@
  * `warnings: false`) switches it off.
  */
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify'
+import type { WarningCode } from '../types/options.js'
 
 export const WARNINGS = {
   /** At startup: `trustProxy: true` and a layer keys on client IPs. */
@@ -34,9 +35,7 @@ export const WARNINGS = {
   /** At startup: `edge.mode` 'replica-share' or 'settle' on the memory store, which no replica shares. */
   TOLLGATE_EDGE_MODE_LOCAL:
     'edge.mode is for a store the replicas share, but the store is the memory store: each replica counts alone (every edge mode is the same there). Pass store: redisStore(...) to share the quota, or leave edge.mode out.'
-} as const
-
-export type WarningCode = keyof typeof WARNINGS
+} as const satisfies Record<WarningCode, string>
 
 /** App-layer requests without an identity before TOLLGATE_ONLY_ANONYMOUS is logged. */
 export const ONLY_ANONYMOUS_AFTER = 1000

@@ -1,5 +1,5 @@
 /**
- * The largest policies startup accepts (validate.ts `POLICY_BOUNDS`): capacity and
+ * The largest policies startup accepts (config/check.ts `POLICY_BOUNDS`): capacity and
  * refill ≤ 1e12, and a refilling bucket full again within 1e10 s. Beyond them,
  * headers would print numbers RFC 9651 rejects, so startup fails, naming the
  * option, the value and the bound, wherever a policy is given.

@@ -33,7 +33,7 @@ const R = 'TOLLGATE_INVALID_ROUTE_CONFIG'
 type Row = [label: string, run: () => unknown, code: string, message: string]
 
 const rows: Row[] = [
-  // Plugin options (options.ts, validate.ts, limits.ts, penalty.ts, allow-list.ts through them)
+  // Plugin options (config/: options.ts, check.ts, edge.ts, app.ts, limits.ts, penalty.ts, allow-list.ts through them)
   ['options not an object', ready('fast'), O, 'Invalid fastify-tollgate option: Expected `options` to be an object, got `"fast"` (string)'],
   ['unknown option', ready({ edge: P, trustProxy: true }), O, 'Invalid fastify-tollgate option: Unknown option `options.trustProxy`; known options are `store`, `edge`, `app`, `allowList`, `headers`, `shadow`, `shadowReport`, `onLimit`, `warnings`'],
   ['no layer', ready({}), O, 'Invalid fastify-tollgate option: Expected at least one layer: `edge` or `app` must be set (both are omitted or `false`)'],

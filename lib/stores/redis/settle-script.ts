@@ -5,7 +5,7 @@
  * buckets each.
  */
 import type { BucketDebit, BucketSettlement } from '../../types/store.js'
-import type { ScriptCallOptions } from './batcher.js'
+import type { ScriptCallOptions } from './consume-script.js'
 import type { RedisCalls } from './calls.js'
 import type { OutageLog } from './outage-log.js'
 import { parseNumber } from './reply.js'
