@@ -13,7 +13,7 @@ import { edgeKey } from './edge.js'
 import { namedPolicy, type NamedPolicy } from '../output/headers.js'
 import { bucketKey, manualKey } from '../output/key-format.js'
 import { clientAddress } from './keys.js'
-import { routeBucketOf } from '../output/route-names.js'
+import { routeBucketOf, routeOfBucket } from '../output/route-names.js'
 import { overdraws } from '../engine/share.js'
 import { storeOf, type Settings } from './context.js'
 import type { BucketReport, LimitDecision } from '../types/decision.js'
@@ -170,7 +170,7 @@ function appBucket (m: Manual, bucket: Record<string, unknown>): Resolved {
   const name = routeBucketOf(checkText('bucket.route', route))
   const quota = m.routes.get(name)
   if (quota === undefined) {
-    const known = [...m.routes.keys()].map((bucketName) => bucketName.slice('route:'.length))
+    const known = [...m.routes.keys()].map(routeOfBucket)
     expected(failOption, 'bucket.route', `a route with a \`rateLimit.quota\`, declared after the plugin (${known.length === 0 ? 'there is none' : known.map((r) => `\`${r}\``).join(', ')})`, route)
   }
   const key = bucketKey(kind, id, name)

@@ -9,6 +9,12 @@
  */
 import type { FastifyRequest, RouteOptions } from 'fastify'
 
+/** What every route bucket's name starts with. */
+const ROUTE_BUCKET = 'route:'
+
+/** `POST /export` from `route:POST /export`: the route a bucket name names, as a user writes it. */
+export const routeOfBucket = (bucket: string): string => bucket.slice(ROUTE_BUCKET.length)
+
 /** A HEAD request is a GET without the body: it counts as GET. */
 const asGet = (method: string): string => method === 'HEAD' ? 'GET' : method
 
@@ -43,7 +49,7 @@ export function routeBucket (routeOptions: Pick<RouteOptions, 'method' | 'url'> 
   const methods = (Array.isArray(routeOptions.method) ? routeOptions.method : [routeOptions.method]).map(asGet)
   const named = methods.includes('GET') ? 'GET' : [...new Set(methods)].join(',')
   const url = routeOptions.url.replace(/\/+$/, '') || '/'
-  return `route:${named} ${url}${constraintsSuffix(routeOptions.constraints)}`
+  return `${ROUTE_BUCKET}${named} ${url}${constraintsSuffix(routeOptions.constraints)}`
 }
 
 /** ` [host=api.example.com version=2.0.0]`, or `''` for a route without constraints. */
@@ -57,7 +63,7 @@ function constraintsSuffix (constraints: unknown): string {
 /** `POST /export` → `route:POST /export`, named as `routeBucket` names a route (HEAD as GET, no trailing slash). */
 export function routeBucketOf (route: string): string {
   const match = /^(\S+) (\S+)(.*)$/.exec(route)
-  if (match === null) return `route:${route}`
+  if (match === null) return `${ROUTE_BUCKET}${route}`
   const [, methods, url, constraints] = match as unknown as [string, string, string, string]
   return routeBucket({ method: methods.split(','), url }) + constraints
 }
