@@ -128,3 +128,14 @@ export function unhandledRejections (t: Test): unknown[] {
   t.teardown(() => { process.off('unhandledRejection', onUnhandled) })
   return escaped
 }
+
+/** What `run` threw or rejected with: its code and message. */
+export async function failure (run: () => unknown): Promise<{ code: unknown, message: unknown }> {
+  try {
+    await run()
+  } catch (error) {
+    const { code, message } = error as { code?: unknown, message?: unknown }
+    return { code, message }
+  }
+  return { code: 'none', message: 'nothing was thrown' }
+}

@@ -7,7 +7,7 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { memoryStore, per, redisStore } from '../../lib/index.js'
-import { readyWith } from '../helpers.js'
+import { failure, readyWith } from '../helpers.js'
 
 const P = { capacity: 5, refillPerSecond: 1 }
 const tiers = { default: { capacity: 20, refillPerSecond: 5 }, pro: [{ name: 'second', capacity: 10, refillPerSecond: 10 }, { name: 'day', capacity: 1000, refillPerSecond: 0.1 }] }
@@ -167,17 +167,6 @@ const rows: Row[] = [
   ['redisStore.connectWaitMs', () => redisStore({ client, connectWaitMs: -1 }), O, 'Invalid fastify-tollgate option: Expected `redisStore.connectWaitMs` to be a number of ms from 0 to 2147483647 (the longest delay of a Node timer), got `-1` (number)'],
   ['redisStore.clock', () => redisStore({ client, clock: 5 as never }), O, 'Invalid fastify-tollgate option: Expected `redisStore.clock` to be a function, got `5` (number)']
 ]
-
-/** What `run` threw or rejected with: its code and message. */
-async function failure (run: () => unknown): Promise<{ code: unknown, message: unknown }> {
-  try {
-    await run()
-  } catch (error) {
-    const { code, message } = error as { code?: unknown, message?: unknown }
-    return { code, message }
-  }
-  return { code: 'none', message: 'nothing was thrown' }
-}
 
 t.test('every startup error, its code and message byte-identical to today', async (t) => {
   t.equal(new Set(rows.map(([label]) => label)).size, rows.length, 'labels are unique')

@@ -7,7 +7,7 @@
 import t from 'tap'
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify'
 import tollgate, { memoryStore, redisStore, type LayerBucket, type Store, type TollgateOptions } from '../../lib/index.js'
-import { logSink, manualClock } from '../helpers.js'
+import { failure, logSink, manualClock } from '../helpers.js'
 
 const P = { capacity: 5, refillPerSecond: 1 }
 const tiers = { default: { capacity: 20, refillPerSecond: 5 }, pro: [{ name: 'second', capacity: 10, refillPerSecond: 10 }, { name: 'day', capacity: 1000, refillPerSecond: 0.1 }] }
@@ -21,17 +21,6 @@ async function appWith (options: TollgateOptions, routes: (app: FastifyInstance)
   routes(app)
   await app.ready()
   return app
-}
-
-/** What `run` threw or rejected with: its code and message. */
-async function failure (run: () => unknown): Promise<{ code: unknown, message: unknown }> {
-  try {
-    await run()
-  } catch (error) {
-    const { code, message } = error as { code?: unknown, message?: unknown }
-    return { code, message }
-  }
-  return { code: 'none', message: 'nothing was thrown' }
 }
 
 const O = 'TOLLGATE_INVALID_OPTION'
