@@ -4,6 +4,7 @@
  * the overdraft of a cost that is above a share but within the whole quota.
  */
 import type { BucketPolicy } from '../types/engine.js'
+import type { BucketRequest } from '../types/store.js'
 
 /**
  * Policies that are never divided among replicas: a penalty's (a time, not a
@@ -42,4 +43,12 @@ export function sharePolicy (policy: BucketPolicy, numerator: number, denominato
  */
 export function overdraws (cost: number, wholeCapacity: number): boolean {
   return cost <= wholeCapacity
+}
+
+/**
+ * `bucket` decided on `share`, a part of its policy: a cost above the share but
+ * within the whole quota overdraws it (see `overdraws`).
+ */
+export function onShare (bucket: BucketRequest, share: BucketPolicy): BucketRequest {
+  return { key: bucket.key, policy: share, cost: bucket.cost, overdraft: overdraws(bucket.cost, bucket.policy.capacity) }
 }

@@ -2,6 +2,7 @@
  * What the layers run with: the plan (config/plan.ts) and what wire.ts built from
  * it — the stores, the key caches, the penalty counter, the shadow counter.
  */
+import type { LimitDecision } from '../types/decision.js'
 import type { Store } from '../types/store.js'
 import type { FastifyRequest } from 'fastify'
 import type { AppPlan, EdgePlan, Plan } from '../config/plan.js'
@@ -50,10 +51,7 @@ export interface HookContext {
   allowed: ((request: FastifyRequest) => boolean) | undefined
 }
 
-/** The layer a step decides for. */
-export type Layer = 'edge' | 'app' | 'manual'
-
 /** The store a layer decides with: the edge's own (`EdgeSettings.store`), else the plugin's. */
-export function storeOf (settings: Settings, layer: Layer): Store {
+export function storeOf (settings: Settings, layer: LimitDecision['layer']): Store {
   return layer === 'edge' && settings.edge !== undefined ? settings.edge.store : settings.store
 }

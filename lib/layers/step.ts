@@ -16,7 +16,6 @@ import type { StepPenalty } from './penalty.js'
 import { isThenable } from './promises.js'
 import type { StepEnd } from './outcome.js'
 
-
 /** What one layer asks of the store for one request. */
 export interface Step {
   layer: LimitDecision['layer']

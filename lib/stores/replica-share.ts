@@ -7,7 +7,7 @@
  */
 import type { BucketPolicy } from '../types/engine.js'
 import type { BucketRequest, Store, StoreDecision, StoreReading } from '../types/store.js'
-import { overdraws, sharePolicy } from '../engine/share.js'
+import { onShare, sharePolicy } from '../engine/share.js'
 import { MemoryStore } from './memory.js'
 
 export class ReplicaShareEdge implements Store {
@@ -24,8 +24,7 @@ export class ReplicaShareEdge implements Store {
 
   consume (buckets: readonly BucketRequest[]): StoreDecision {
     const policies = this.policiesOf(buckets)
-    // A cost above the share but within the whole quota overdraws the share (bucket.ts, tokensNeeded).
-    const local = buckets.map((bucket, i) => ({ key: bucket.key, policy: policies[i] as BucketPolicy, cost: bucket.cost, overdraft: overdraws(bucket.cost, bucket.policy.capacity) }))
+    const local = buckets.map((bucket, i) => onShare(bucket, policies[i] as BucketPolicy))
     const decision: StoreDecision = this.local.consume(local)
     decision.policies = policies
     return decision
@@ -34,7 +33,7 @@ export class ReplicaShareEdge implements Store {
   peek (bucket: BucketRequest): StoreReading {
     this.count()
     const policy = this.shareOf(bucket.policy)
-    return { ...this.local.peek({ key: bucket.key, policy, cost: bucket.cost, overdraft: overdraws(bucket.cost, bucket.policy.capacity) }), policy }
+    return { ...this.local.peek(onShare(bucket, policy)), policy }
   }
 
   refund (bucket: BucketRequest): number {

@@ -5,7 +5,7 @@
  * `MemoryStore`, kept across outages). Each such decision is logged (at most once
  * per `logIntervalMs`).
  */
-import { isUnshared, overdraws, sharePolicy } from '../../engine/share.js'
+import { isUnshared, onShare, sharePolicy } from '../../engine/share.js'
 import { StoreUnavailableError } from '../../output/errors.js'
 import type { BucketRequest, StoreDecision, StoreReading } from '../../types/store.js'
 import { MemoryStore } from '../memory.js'
@@ -101,7 +101,6 @@ export class Fallback {
     if (isUnshared(bucket.policy)) return bucket
     // x × (1 + headroom) / N, never above the quota (engine/share.ts). A cost above the local share but
     // within the quota overdraws the share: heavy routes stay possible, and the long-run rate stays the share's.
-    const policy = sharePolicy(bucket.policy, 1 + this.options.fallbackHeadroom, this.options.liveReplicas())
-    return { key: bucket.key, policy, cost: bucket.cost, overdraft: overdraws(bucket.cost, bucket.policy.capacity) }
+    return onShare(bucket, sharePolicy(bucket.policy, 1 + this.options.fallbackHeadroom, this.options.liveReplicas()))
   }
 }
