@@ -3,14 +3,21 @@
  * in a sorted set in Redis (scripts/heartbeat.lua; a beat counts for 3 intervals)
  * and reads back how many replicas are live, for the `'local'` fallback's share
  * and the edge modes. It leaves the set on close. A failed beat keeps the last count.
+ *
+ * A count is trusted as it comes, but for one case: a beat that finds this
+ * replica's own last beat gone (Redis lost its data, failed over to a replica
+ * that had not got it, or was away longer than a beat counts). The others' beats
+ * are gone too then, and come back one by one over the next interval; meanwhile
+ * the count is too small and every share too large. So for a beat's lifetime
+ * after such a beat, the count never drops below what it was.
  */
 import { REPLICAS_KEY } from '../../output/key-format.js'
 import { randomUUID } from 'node:crypto'
+import { performance } from 'node:perf_hooks'
 import type { RedisCalls } from './calls.js'
 import type { RedisClientLike, ScriptCall } from './client.js'
 import type { OutageLog } from './outage-log.js'
 import { parseNumber } from './reply.js'
-
 
 export interface HeartbeatOptions {
   client: RedisClientLike
@@ -27,11 +34,18 @@ export interface HeartbeatOptions {
   counted: () => void
 }
 
+/** How many intervals a beat counts for (scripts/heartbeat.lua keeps it so long). */
+export const BEAT_LIFETIME_INTERVALS = 3
+
 export class Heartbeat {
   /** Live replicas, from the last beat that answered. */
   liveReplicas: number
   private readonly replicaId = randomUUID()
   private timer: NodeJS.Timeout | undefined
+  /** Whether a beat of this replica was ever counted. */
+  private counting = false
+  /** Until when (ms) the count may not drop: a beat found this replica's own beat lost. */
+  private holdUntilMs = -Infinity
 
   constructor (private readonly options: HeartbeatOptions) {
     this.liveReplicas = options.replicas
@@ -66,18 +80,31 @@ export class Heartbeat {
   private beat (leaving: '0' | '1'): Promise<unknown> {
     const { client, command, calls, prefix, intervalMs } = this.options
     const node = calls.nodeOf(REPLICAS_KEY)
-    return calls.wait(command.call(client, prefix + REPLICAS_KEY, this.replicaId, 3 * intervalMs, leaving), node)
+    return calls.wait(command.call(client, prefix + REPLICAS_KEY, this.replicaId, BEAT_LIFETIME_INTERVALS * intervalMs, leaving), node)
   }
 
   /** Beats, and counts the live replicas (a failure keeps the last count, logged). */
   async count (): Promise<void> {
     await this.beat('0')
-      .then((count) => {
-        this.liveReplicas = Math.max(1, parseNumber(count))
+      .then((reply) => {
+        const [count, added] = reply as [unknown, unknown]
+        this.countFrom(Math.max(1, parseNumber(count)), added === '1')
         this.options.counted()
       })
       .catch((error: unknown) => {
         this.options.log.line('warn', 'heartbeat-failed', { err: error }, 'fastify-tollgate: Redis heartbeat failed; keeping the last replica count')
       })
+  }
+
+  /** Takes `live` as the count, unless this replica's own beat was `lost`: then not below the last count, for a beat's lifetime. */
+  private countFrom (live: number, lost: boolean): void {
+    const nowMs = performance.now() // the beats' own time: they run on timers
+    if (lost && this.counting) {
+      this.holdUntilMs = nowMs + BEAT_LIFETIME_INTERVALS * this.options.intervalMs
+      this.options.log.line('warn', 'heartbeat-lost', { liveReplicas: Math.max(live, this.liveReplicas) },
+        'fastify-tollgate: this replica\'s last heartbeat is gone from Redis (data lost or a long outage); keeping the replica count until every replica beat again')
+    }
+    this.liveReplicas = nowMs < this.holdUntilMs ? Math.max(live, this.liveReplicas) : live
+    this.counting = true
   }
 }

@@ -33,7 +33,7 @@ import { checkOptions, type FailMode, type RedisStoreOptions } from './options.j
 import { OutageLog } from './outage-log.js'
 import { parseNumber } from './reply.js'
 import { defineScripts } from './scripts.js'
-import { settleByNode } from './settle-script.js'
+import { settleByNode, type SettleCallOptions } from './settle-script.js'
 
 export type { FailMode, RedisStoreOptions } from './options.js'
 
@@ -55,7 +55,7 @@ export class RedisStore implements Store {
   private readonly batcher: MicroBatcher
   private readonly script: ScriptCallOptions
   private readonly buckets: BucketCalls
-  private readonly settleScript: ScriptCallOptions
+  private readonly settleScript: SettleCallOptions
   private readonly heartbeat: Heartbeat
 
   constructor (options: RedisStoreOptions) {
@@ -70,12 +70,19 @@ export class RedisStore implements Store {
     const log = this.log = new OutageLog(checked.logIntervalMs)
     const calls = this.calls = new RedisCalls({ ...checked, now, restored: () => { this.restored() }, degraded: () => { this.publish('degraded') } })
     this.denials = checked.denyCacheSize > 0 ? new DenyCache(checked.denyCacheSize) : undefined
-    this.fallback = new Fallback({ ...checked, liveReplicas: () => this.liveReplicas, clock: now, log })
     const cluster = calls.cluster
     const scripts = defineScripts(client, cluster)
     this.script = { client, command: scripts.consume, cluster, prefix, neverFullTtlMs, clock }
     this.buckets = new BucketCalls({ client, command: scripts.bucket, neverFullTtlMs, clock, prefix, calls, denials: this.denials, log, now })
-    this.settleScript = { ...this.script, command: scripts.settle }
+    this.settleScript = { ...this.script, command: scripts.settle, debt: 'any' }
+    const chargeScript: SettleCallOptions = { ...this.settleScript, debt: 'none' }
+    this.fallback = new Fallback({
+      ...checked, liveReplicas: () => this.liveReplicas, clock: now, log,
+      debit: (debits) => settleByNode(chargeScript, this.calls, this.maxBatch, debits, (error) => {
+        log.line('error', 'charge-back-failed', { err: error, breaker: calls.state },
+          'fastify-tollgate: Redis did not take what was admitted locally; it is sent again at its next answer')
+      })
+    })
     this.batcher = new MicroBatcher({
       maxBatch: this.maxBatch,
       nodeOf: cluster ? (buckets) => calls.nodeOf((buckets[0] as BucketRequest).key) : undefined,
@@ -126,6 +133,7 @@ export class RedisStore implements Store {
     const denial = this.denials?.lookup(buckets, nowMs)
     if (denial !== undefined) return denial
     if (!this.calls.allows(nowMs)) return this.fallback.degrade(buckets)
+    if (this.fallback.owing) this.fallback.charge()
     this.denials?.sending(buckets)
     return this.batcher.add(buckets)
   }
@@ -144,8 +152,10 @@ export class RedisStore implements Store {
           // In Redis's order: a refusal's states are kept, an admission's forgotten.
           if (refusal === undefined) this.denials?.forget(pending.buckets)
           else this.denials?.remember(pending.buckets, refusal, sentMs, receivedMs)
+          this.fallback.noteLevels(pending.buckets, decision.tokens)
           pending.resolve(decision)
         })
+        this.fallback.answered()
       })
       .catch((error: unknown) => {
         this.calls.failed()
@@ -176,7 +186,9 @@ export class RedisStore implements Store {
    */
   async refund (bucket: BucketRequest): Promise<number> {
     this.fallback.refund(bucket)
-    return parseNumber(await this.buckets.write('refund', bucket.key, bucket.policy, bucket.cost))
+    const tokens = parseNumber(await this.buckets.write('refund', bucket.key, bucket.policy, bucket.cost))
+    this.fallback.noteLevels([bucket], [tokens])
+    return tokens
   }
 
   /**
@@ -200,7 +212,10 @@ export class RedisStore implements Store {
    */
   settle (debits: readonly BucketDebit[]): Promise<BucketSettlement[]> {
     if (!this.calls.allows(this.localClock())) return Promise.reject(new StoreUnavailableError())
-    return settleByNode(this.settleScript, this.calls, this.log, this.maxBatch, debits)
+    return settleByNode(this.settleScript, this.calls, this.maxBatch, debits, (error) => {
+      this.log.line('error', 'settle-failed', { err: error, breaker: this.calls.state },
+        'fastify-tollgate: Redis settlement failed; the edge decides locally until Redis answers')
+    })
   }
 
   async close (): Promise<void> {

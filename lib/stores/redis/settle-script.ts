@@ -7,16 +7,23 @@
 import type { BucketDebit, BucketSettlement } from '../../types/store.js'
 import type { ScriptCallOptions } from './consume-script.js'
 import type { RedisCalls } from './calls.js'
-import type { OutageLog } from './outage-log.js'
 import { parseNumber } from './reply.js'
 
 /**
  * Settles `debits`: one call of the script per node and `maxBatch` debits, each
  * counted by the breaker (not bounded by `timeoutMs`: a slow call may still have
  * been applied). Resolves once every call answered or failed, with `tokens: NaN`
- * for the debits of a call that failed (logged).
+ * for the debits of a call that failed (each failure told to `failed`).
  */
-export async function settleByNode (options: ScriptCallOptions, calls: RedisCalls, log: OutageLog, maxBatch: number, debits: readonly BucketDebit[]): Promise<BucketSettlement[]> {
+/** The settle script's call: `debt` says how far a debit may take a bucket (see scripts/settle.lua). */
+export interface SettleCallOptions extends ScriptCallOptions {
+  /** `'any'`: into debt (settlements); `'none'`: down to zero at most (the fallback's charge-back). */
+  debt: 'any' | 'none'
+}
+
+export async function settleByNode (
+  options: SettleCallOptions, calls: RedisCalls, maxBatch: number, debits: readonly BucketDebit[], failed: (error: unknown) => void
+): Promise<BucketSettlement[]> {
   const settlements = debits.map((): BucketSettlement => ({ tokens: NaN, reserved: 0 }))
   const sent: Array<Promise<void>> = []
   calls.byNode(debits.map((_debit, i) => i), (i) => (debits[i] as BucketDebit).key, maxBatch, (chunk) => {
@@ -27,8 +34,7 @@ export async function settleByNode (options: ScriptCallOptions, calls: RedisCall
   })
   await Promise.all(sent.map(async (call) => call.catch((error: unknown) => {
     calls.failed()
-    log.line('error', 'settle-failed', { err: error, breaker: calls.state },
-      'fastify-tollgate: Redis settlement failed; the edge decides locally until Redis answers')
+    failed(error)
   })))
   return settlements
 }
@@ -37,14 +43,15 @@ export async function settleByNode (options: ScriptCallOptions, calls: RedisCall
  * Settles `debits` (one node) with `options.command`, the settle script; resolves
  * with each bucket's tokens and reservation then, in order.
  */
-export async function callSettleScript (options: ScriptCallOptions, debits: readonly BucketDebit[]): Promise<BucketSettlement[]> {
-  const { client, command, cluster, prefix, neverFullTtlMs, clock } = options
+export async function callSettleScript (options: SettleCallOptions, debits: readonly BucketDebit[]): Promise<BucketSettlement[]> {
+  const { client, command, cluster, prefix, neverFullTtlMs, clock, debt } = options
   const keys = debits.map((debit) => prefix + debit.key)
   const args: number[] = []
   for (const { policy, spent, reserve } of debits) args.push(policy.capacity, policy.refillPerSecond, spent, reserve)
   const head = [clock === undefined ? '' : clock(), neverFullTtlMs, clock === undefined ? '0' : '1', debits.length]
+  const noDebt = debt === 'none' ? '1' : '0'
   const reply = (await (cluster
-    ? command.call(client, 1, keys[0] as string, head, keys.length, args, keys)
-    : command.call(client, keys.length, keys, head, 0, args))) as unknown[]
+    ? command.call(client, 1, keys[0] as string, head, keys.length, noDebt, args, keys)
+    : command.call(client, keys.length, keys, head, 0, noDebt, args))) as unknown[]
   return debits.map((_debit, i) => ({ tokens: parseNumber(reply[2 * i]), reserved: parseNumber(reply[2 * i + 1]) }))
 }

@@ -9,18 +9,24 @@
 --       ends with every key (as the consume script).
 -- ARGV: now, the never-full TTL and the fixed-TTL flag (as the consume script),
 --       the number of buckets, the number of keys at the end of ARGV (0: the keys
---       are KEYS), then per bucket: capacity, refill per second, tokens spent
---       (negative: given back), tokens to reserve.
+--       are KEYS), '1' when a debit may not put a bucket into debt (the Redis
+--       store's charge-back of its local fallback: it takes a bucket down to zero
+--       at most, and leaves one already in debt as it is), then per bucket:
+--       capacity, refill per second, tokens spent (negative: given back), tokens
+--       to reserve.
 -- Returns, per bucket, as strings: its tokens after the call, the tokens reserved.
 local count = tonumber(ARGV[4])
 local keysInArgv = tonumber(ARGV[5])
+local noDebt = ARGV[6] == '1'
 local out = {}
 for i = 1, count do
   local k = KEYS[i]
   if keysInArgv > 0 then k = ARGV[#ARGV - keysInArgv + i] end
-  local capacity, rate = tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3])
-  local spent, wanted = tonumber(ARGV[4 * i + 4]), tonumber(ARGV[4 * i + 5])
-  local left = levelAt(readState(k), capacity, rate, now) - spent
+  local capacity, rate = tonumber(ARGV[4 * i + 3]), tonumber(ARGV[4 * i + 4])
+  local spent, wanted = tonumber(ARGV[4 * i + 5]), tonumber(ARGV[4 * i + 6])
+  local held = levelAt(readState(k), capacity, rate, now)
+  local left = held - spent
+  if noDebt and left < 0 then left = math.min(held, 0) end
   if left > capacity then left = capacity end
   local reserved = 0
   if wanted > 0 and left > 0 then reserved = math.min(wanted, left) end

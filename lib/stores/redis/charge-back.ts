@@ -1,0 +1,72 @@
+/**
+ * What this replica admitted on its local shares while Redis was away, per key,
+ * debited from the shared buckets once Redis answers again (the settle script,
+ * with nothing to reserve). So an outage, a stall or a failover that was not one
+ * hands out no fresh share on top of the shared quota: what was spent locally is
+ * spent in the shared bucket too, a little later.
+ *
+ * A debit takes a bucket down to zero, never into debt: Redis's bucket went on
+ * refilling during the outage but only up to its capacity, so after a long
+ * outage a debit of everything spent locally would lock a client out for about
+ * as long again. What the headroom let through beyond the shared quota is so
+ * not paid back; it is the `h·(B + R·d)` of the stated bound.
+ *
+ * A debit whose call failed is kept for the next answer (it may then be taken
+ * twice: fewer admitted, never more).
+ */
+import type { BucketPolicy } from '../../types/engine.js'
+import type { BucketDebit, BucketRequest, BucketSettlement } from '../../types/store.js'
+
+/** Takes debits in Redis: one settlement per debit, `tokens: NaN` where its call failed. */
+export type Debit = (debits: readonly BucketDebit[]) => Promise<BucketSettlement[]>
+
+interface Spent {
+  policy: BucketPolicy
+  spent: number
+}
+
+export class ChargeBack {
+  private spent = new Map<string, Spent>()
+
+  constructor (private readonly debit: Debit) {}
+
+  /** Whether spends wait to be charged. */
+  get pending (): boolean {
+    return this.spent.size > 0
+  }
+
+  /** `buckets` were admitted locally: each cost is owed to its shared bucket (whose policy is the one asked for). */
+  add (buckets: readonly BucketRequest[]): void {
+    for (const bucket of buckets) this.owe(bucket.key, bucket.policy, bucket.cost)
+  }
+
+  /** A key reset in Redis is full again: nothing is owed on it. */
+  forget (key: string): void {
+    this.spent.delete(key)
+  }
+
+  /**
+   * Sends what is owed now; what a failed call held is owed again. A flush does
+   * not wait for the one before: each goes ahead of the call that follows it.
+   */
+  flush (): void {
+    if (this.spent.size === 0) return
+    const owed = this.spent
+    this.spent = new Map()
+    const debits: BucketDebit[] = []
+    for (const [key, { policy, spent }] of owed) debits.push({ key, policy, spent, reserve: 0 })
+    void this.debit(debits)
+      .then((settlements) => {
+        settlements.forEach((settlement, i) => {
+          const { key, policy, spent } = debits[i] as BucketDebit
+          if (Number.isNaN(settlement.tokens)) this.owe(key, policy, spent)
+        })
+      }, () => { for (const { key, policy, spent } of debits) this.owe(key, policy, spent) })
+  }
+
+  private owe (key: string, policy: BucketPolicy, cost: number): void {
+    const entry = this.spent.get(key)
+    if (entry === undefined) this.spent.set(key, { policy, spent: cost })
+    else entry.spent += cost
+  }
+}

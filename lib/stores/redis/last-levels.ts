@@ -1,0 +1,49 @@
+/**
+ * The level Redis last reported for each bucket this replica used, and when: where
+ * the `'local'` fallback starts a bucket's share when Redis goes away (its share of
+ * that level, refilled since), instead of a full share at every outage. Bounded:
+ * past `maxKeys` it starts over (a key not known starts from a full share).
+ */
+import { tokensAt } from '../../engine/bucket.js'
+import type { BucketPolicy, BucketState } from '../../types/engine.js'
+import type { BucketRequest } from '../../types/store.js'
+
+/** Keys kept at most (about 100 bytes each). */
+export const LAST_LEVEL_KEYS = 50_000
+
+export class LastLevels {
+  private readonly levels = new Map<string, BucketState>()
+
+  constructor (private readonly maxKeys = LAST_LEVEL_KEYS) {}
+
+  /** Redis reported `tokens[i]` for `buckets[i]` at `atMs` (this process's clock). */
+  note (buckets: readonly BucketRequest[], tokens: readonly number[], atMs: number): void {
+    for (let i = 0; i < buckets.length; i++) {
+      const key = (buckets[i] as BucketRequest).key
+      const level = this.levels.get(key)
+      if (level !== undefined) {
+        level.tokens = tokens[i] as number
+        level.lastMs = atMs
+        continue
+      }
+      if (this.levels.size >= this.maxKeys) this.levels.clear()
+      this.levels.set(key, { tokens: tokens[i] as number, lastMs: atMs })
+    }
+  }
+
+  /**
+   * Where this replica's share `share` of `bucket` starts at `nowMs`: the share's
+   * part of the level last reported, refilled since under the whole policy (it may
+   * be negative: a bucket in debt); `undefined` for a key with no level known.
+   */
+  shareAt (bucket: BucketRequest, share: BucketPolicy, nowMs: number): number | undefined {
+    const level = this.levels.get(bucket.key)
+    if (level === undefined) return undefined
+    return tokensAt(level, bucket.policy, nowMs) * share.capacity / bucket.policy.capacity
+  }
+
+  /** A key reset in Redis is full again. */
+  forget (key: string): void {
+    this.levels.delete(key)
+  }
+}

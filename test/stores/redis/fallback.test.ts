@@ -1,0 +1,102 @@
+/**
+ * The `'local'` fallback across an outage (lib/stores/redis/fallback.ts): a share
+ * starts from the level Redis last reported, and what it admits is charged back
+ * to the shared bucket once Redis answers (down to zero at most). Real
+ * redis-server, frozen (SIGSTOP).
+ */
+import t, { type Test } from 'tap'
+import Fastify, { type FastifyInstance } from 'fastify'
+import { Redis } from 'ioredis'
+import tollgate, { redisStore, type RedisStore } from '../../../lib/index.js'
+import { requireRedis, startRedis, type RedisServer } from '../../redis-server.js'
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
+/** A quota that never refills: every count below is exact. */
+const EDGE = { capacity: 30, refillPerSecond: 0 }
+
+async function replica (t: Test, server: RedisServer): Promise<{ app: FastifyInstance, store: RedisStore }> {
+  const client = new Redis({ port: server.port, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => 50 })
+  client.on('error', () => {})
+  const store = redisStore({ client, timeoutMs: 50, probeIntervalMs: 100, heartbeatIntervalMs: 100 })
+  const app = Fastify()
+  await app.register(tollgate, { store, edge: EDGE })
+  app.get('/', async () => 'ok')
+  await app.ready()
+  t.teardown(async () => { await app.close(); client.disconnect() })
+  return { app, store }
+}
+
+/** Sends `count` requests one after another; the number admitted. */
+async function admitted (app: FastifyInstance, count: number): Promise<number> {
+  let ok = 0
+  for (let i = 0; i < count; i++) if ((await app.inject('/')).statusCode === 200) ok++
+  return ok
+}
+
+/** Sends requests until one was decided by Redis again (the breaker closed and a call answered). */
+async function untilRedisAnswers (app: FastifyInstance, store: RedisStore): Promise<number> {
+  let ok = 0
+  const deadline = performance.now() + 5000
+  while (store.state !== 'closed' && performance.now() < deadline) {
+    if ((await app.inject('/')).statusCode === 200) ok++
+    await sleep(20)
+  }
+  return ok
+}
+
+if (requireRedis(t)) {
+  t.test('a share starts from the level Redis last reported, not from a full share', async (t) => {
+    const server = await startRedis(t)
+    const { app } = await replica(t, server)
+    t.equal(await admitted(app, 28), 28, 'on Redis: 28 of 30 taken')
+    server.pause()
+    t.teardown(() => { server.resume() })
+    // One live replica: its share is 30 × 1.2 capped at 30, and it starts at 2, where Redis left the bucket.
+    t.equal(await admitted(app, 10), 2, 'Redis frozen: the local share admits the 2 tokens left, not a fresh 30')
+  })
+
+  t.test('what a replica admits on its share is charged to the shared bucket once Redis answers', async (t) => {
+    const server = await startRedis(t)
+    const { app, store } = await replica(t, server)
+    t.equal(await admitted(app, 10), 10, 'on Redis: 10 of 30')
+    server.pause()
+    t.equal(await admitted(app, 30), 20, 'Redis frozen: the 20 left, from the local share')
+    server.resume()
+    const during = await untilRedisAnswers(app, store)
+    await sleep(100) // the charge-back goes with Redis's first answer
+    const after = await admitted(app, 10)
+    // The debit goes ahead of the request that finds Redis back. The calls the freeze held
+    // are applied when Redis thaws, too: they make it fewer, never more.
+    t.equal(during + after, 0, 'nothing more: one quota across the outage')
+    const inspector = server.client(t)
+    const [tokens] = String(await inspector.get('tollgate:{ip:127.0.0.1}:edge')).split(' ')
+    t.equal(Number(tokens), 0, 'the shared bucket is empty: the 20 were debited (down to zero, not into debt)')
+  })
+
+  t.test('three replicas through a freeze admit the quota once, plus the headroom of what was left', async (t) => {
+    const server = await startRedis(t)
+    const replicas = [await replica(t, server), await replica(t, server), await replica(t, server)]
+    const deadline = performance.now() + 3000
+    while (replicas.some(({ store }) => store.liveReplicas !== 3) && performance.now() < deadline) await sleep(20)
+    let before = 0
+    // Round robin, as a balancer spreads a client: each replica's last view of the level is recent.
+    for (let i = 0; i < 15; i++) before += await admitted((replicas[i % 3] as { app: FastifyInstance }).app, 1)
+    t.equal(before, 15, 'on Redis: 15 of 30, 15 left')
+    server.pause()
+    let during = 0
+    for (const { app } of replicas) during += await admitted(app, 20)
+    // Each starts at its part of the level it last saw (17, 16 and 15): 0.4 × that, 6.8, 6.4 and 6.
+    t.equal(during, 18, 'frozen: each replica admits 6, about (1 + headroom) × the 15 left, not 3 fresh shares of 12')
+    server.resume()
+    for (const { app, store } of replicas) during += await untilRedisAnswers(app, store)
+    await sleep(100)
+    let after = 0
+    for (const { app } of replicas) after += await admitted(app, 5)
+    const total = before + during + after
+    // B + R·t + h·(B + R·d) with R = 0. A replica's probe may be decided before the
+    // others' held calls and debits reach Redis: it passes on tokens they spent.
+    t.ok(total <= 36, `in all ${total}: at most B + headroom × B = 36`)
+    const [tokens] = String(await server.client(t).get('tollgate:{ip:127.0.0.1}:edge')).split(' ')
+    t.equal(Number(tokens), 0, 'every admission was charged to the shared bucket: it is empty')
+  })
+}

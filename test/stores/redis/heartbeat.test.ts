@@ -1,0 +1,76 @@
+/**
+ * The live-replica count (lib/stores/redis/heartbeat.ts) against a real
+ * redis-server: it survives Redis losing its data, and a replica that dies
+ * stays counted for a bounded time.
+ */
+import t, { type Test } from 'tap'
+import { Redis } from 'ioredis'
+import { redisStore, type RedisStore } from '../../../lib/index.js'
+import { requireRedis, startRedis, type RedisServer } from '../../redis-server.js'
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
+const INTERVAL_MS = 100
+
+async function replica (t: Test, server: RedisServer): Promise<{ store: RedisStore, client: Redis }> {
+  const client = new Redis({ port: server.port, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => 20 })
+  client.on('error', () => {})
+  const store = redisStore({ client, heartbeatIntervalMs: INTERVAL_MS, timeoutMs: 200 })
+  await store.ready()
+  t.teardown(async () => { await store.close(); client.disconnect() })
+  return { store, client }
+}
+
+async function threeReplicas (t: Test, server: RedisServer): Promise<RedisStore[]> {
+  const stores = [(await replica(t, server)).store, (await replica(t, server)).store, (await replica(t, server)).store]
+  const deadline = performance.now() + 3000
+  while (stores.some((store) => store.liveReplicas !== 3) && performance.now() < deadline) await sleep(10)
+  return stores
+}
+
+/** Every store's count every 5 ms for `ms`; the smallest seen. */
+async function lowestCount (stores: RedisStore[], ms: number): Promise<number> {
+  let lowest = Infinity
+  for (const end = performance.now() + ms; performance.now() < end;) {
+    for (const store of stores) lowest = Math.min(lowest, store.liveReplicas)
+    await sleep(5)
+  }
+  return lowest
+}
+
+if (requireRedis(t)) {
+  t.test('Redis restarted empty: no replica counts fewer than the live ones', async (t) => {
+    const server = await startRedis(t)
+    const stores = await threeReplicas(t, server)
+    t.same(stores.map((store) => store.liveReplicas), [3, 3, 3])
+    await server.kill()
+    await server.start() // the same port, no data
+    // The first replica to beat after the restart finds only itself in the set; it keeps 3.
+    t.equal(await lowestCount(stores, 8 * INTERVAL_MS), 3, 'every count stayed at 3 for 8 intervals after the restart')
+  })
+
+  t.test('a replica that dies stays counted at most four intervals, then the count drops', async (t) => {
+    const server = await startRedis(t)
+    const stores = await threeReplicas(t, server)
+    const dead = await replica(t, server)
+    const deadline = performance.now() + 3000
+    while (stores.some((store) => store.liveReplicas !== 4) && performance.now() < deadline) await sleep(10)
+    // Dies without leaving: its connection goes, as when the process is killed.
+    dead.client.disconnect()
+    const died = performance.now()
+    while (stores.some((store) => store.liveReplicas !== 3) && performance.now() < died + 3000) await sleep(5)
+    const countedMs = performance.now() - died
+    t.same(stores.map((store) => store.liveReplicas), [3, 3, 3], 'the others count three again')
+    // Its last beat counts for 3 intervals; the others see it gone at their next beat; plus a beat's round trip.
+    t.ok(countedMs <= 4 * INTERVAL_MS + 150, `counted ${countedMs.toFixed(0)} ms after it died (≤ 4 intervals)`)
+  })
+
+  t.test('a replica that closes leaves at once', async (t) => {
+    const server = await startRedis(t)
+    const stores = await threeReplicas(t, server)
+    await (stores[2] as RedisStore).close()
+    const closed = performance.now()
+    while ((stores[0] as RedisStore).liveReplicas !== 2 && performance.now() < closed + 1000) await sleep(5)
+    t.equal((stores[0] as RedisStore).liveReplicas, 2)
+    t.ok(performance.now() - closed <= INTERVAL_MS + 50, 'counted gone at the next beat')
+  })
+}
