@@ -1,10 +1,10 @@
 /**
  * Private redis-server processes for the tests: a single server or a 3-master
  * cluster on loopback, on free ports, in a temporary folder. Never touches a
- * server it did not start.
+ * server it did not start. A Sentinel group builds on these: test/redis-sentinel.ts.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -57,10 +57,25 @@ export async function freePort (): Promise<number> {
   }
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
+export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** A redis-server that exited before it answered: usually its port was taken after `freePort` found it free. */
 class ExitedBeforeReady extends Error {}
+
+/**
+ * Runs `use` on a short-lived client of the server (or sentinel) on `port`: no
+ * reconnection, no offline queue, 1 s to connect and per command; disconnected after.
+ */
+export async function withClient<T> (port: number, use: (client: Redis) => Promise<T>): Promise<T> {
+  const client = new Redis({ port, host: '127.0.0.1', lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 1000, commandTimeout: 1000 })
+  client.on('error', () => {})
+  try {
+    await client.connect()
+    return await use(client)
+  } finally {
+    client.disconnect()
+  }
+}
 
 /**
  * Waits until the redis-server `child` answers on `port`: the server that answers
@@ -70,15 +85,10 @@ async function waitUntilServing (port: number, child: ChildProcess, timeoutMs = 
   const deadline = Date.now() + timeoutMs
   for (;;) {
     if (child.exitCode !== null || child.signalCode !== null) throw new ExitedBeforeReady(`redis-server on ${port} exited before it answered`)
-    const client = new Redis({ port, host: '127.0.0.1', lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 1000, commandTimeout: 1000 })
-    client.on('error', () => {})
     try {
-      await client.connect()
-      if (/^process_id:(\d+)/m.exec(await client.info('server'))?.[1] === String(child.pid)) return
+      if (await withClient(port, async (client) => /^process_id:(\d+)/m.exec(await client.info('server'))?.[1] === String(child.pid))) return
     } catch {
       if (Date.now() > deadline) throw new Error(`redis-server on ${port} did not start`)
-    } finally {
-      client.disconnect()
     }
     await sleep(50)
   }
@@ -88,11 +98,17 @@ export class RedisServer {
   private process: ChildProcess | undefined
   private readonly dir = mkdtempSync(join(tmpdir(), 'tollgate-redis-'))
 
-  constructor (readonly port: number, private readonly extraArgs: string[] = []) {}
+  /**
+   * `config`, if given, is written to a config file in the server's folder (once:
+   * a sentinel rewrites its own) and passed first, before the other arguments.
+   */
+  constructor (readonly port: number, private readonly extraArgs: string[] = [], private readonly config?: string) {}
 
   async start (): Promise<this> {
+    const configFile = join(this.dir, 'redis.conf')
+    if (this.config !== undefined && !existsSync(configFile)) writeFileSync(configFile, this.config)
     this.process = spawn('redis-server', [
-      '--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
+      ...(this.config === undefined ? [] : [configFile]), '--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
       '--dir', this.dir, '--logfile', '', '--loglevel', 'warning', ...this.extraArgs
     ], { stdio: 'ignore' })
     await waitUntilServing(this.port, this.process)
@@ -134,12 +150,13 @@ export class RedisServer {
 
 /**
  * Starts a redis-server on a free port, on another one if the port was taken
- * between the check and redis-server's bind (tests run in parallel).
+ * between the check and redis-server's bind (tests run in parallel). `config`:
+ * see `RedisServer`.
  */
-async function startOnFreePort (extraArgs: (port: number) => string[] = () => []): Promise<RedisServer> {
+export async function startOnFreePort (extraArgs: (port: number) => string[] = () => [], config?: string): Promise<RedisServer> {
   for (let attempt = 1; ; attempt++) {
     const port = await freePort()
-    const server = new RedisServer(port, extraArgs(port))
+    const server = new RedisServer(port, extraArgs(port), config)
     try {
       return await server.start()
     } catch (error) {
