@@ -10,20 +10,25 @@
  * interval, at least max(1, B / N), at most B; N the live replicas), all
  * atomically in the shared bucket. Reserved tokens are out of the bucket, so the
  * replicas together never spend a reserved token twice. The one spend without a
- * reservation is a key's first at a replica: until its first settlement it may
- * spend max(1, B / N), taken from the shared bucket afterwards whatever it holds
- * (it may go into debt, refilled like any shortfall). A key is admitted at most
- * B + R·t over any t seconds, plus max(1, B / N) for each replica that starts a
- * view of a key others have drained (a view is kept until the shared bucket is
- * full again). A client pinned to one replica gets max(1, B / N) at once, then
- * its reservation doubles at each settlement up to the whole quota.
+ * reservation is a key's first at a replica: until its first settlement is
+ * answered it may spend max(1, B / N), taken from the shared bucket afterwards
+ * whatever it holds (it may go into debt, refilled like any shortfall); after it,
+ * only what settlements reserved. So over any t seconds a key is admitted at most
+ * B + R·t, plus max(1, B / N) for each replica that starts a view of it meanwhile
+ * (a view is kept until the shared bucket is full again), whatever the event
+ * loop's delays and the settlements' latency: a settlement answered late gives
+ * nothing more meanwhile. A client pinned to one replica gets max(1, B / N) at
+ * once, then its reservation doubles at each settlement up to the whole quota.
  *
- * When settlements fail (the store is down, or a settlement has waited
- * `intervalMs` unanswered), the edge decides by each replica's share (as
- * `'replica-share'`) and counts what it spends; the first settlement answered
- * takes it all. A settlement unanswered after `answerDeadlineMs` is taken as
- * applied (its debits are not sent again) and the next one goes; if its answer
- * comes later, what it did not take goes again and what it reserved goes back.
+ * When the store is away (a settlement failed or the breaker refused it, or one
+ * is unanswered after `answerDeadlineMs`, judged one poll for I/O after its timer)
+ * the edge keeps deciding: each view spends what it holds, then a credit earned at
+ * this replica's share of the refill (R / N a second, at most max(1, B / N); none
+ * at once), and counts it as spent without a reservation; the first settlement
+ * answered takes it all. A settlement unanswered after `answerDeadlineMs` is taken
+ * as applied (its debits are not sent again, nothing reserved) and the next one
+ * goes; if its answer comes later, what it did not take goes again and what it
+ * reserved goes back.
  *
  * Here the edge (the store interface, the settlements' schedule, its health);
  * view.ts: one key's view (what it reserved, spent and sent); debits.ts: what a
@@ -34,8 +39,7 @@ import { msUntil, tokensAt } from '../../engine/bucket.js'
 import { type BucketRequest, type BucketSettlement, type Store, type StoreDecision, type StoreLogger, type StoreReading } from '../../types/store.js'
 import { storeMethod } from '../store-method.js'
 import { publishStore } from '../../output/diagnostics.js'
-import { shareOf } from '../../engine/share.js'
-import { ReplicaShareEdge } from '../replica-share.js'
+import { shareOf, sharePolicy } from '../../engine/share.js'
 import { collectDebits, takeBack, type Ledger, type Outgoing } from './debits.js'
 import { Orphans } from './orphans.js'
 import { callSettle } from './settlement.js'
@@ -71,14 +75,13 @@ export class SettlingEdge implements Store {
   private readonly orphans: Orphans
   /** The views and the orphans, as a settlement's debits are collected from and taken back into them. */
   private readonly ledger: Ledger
-  /** Decides while settlements fail. */
-  private readonly fallback: ReplicaShareEdge
   private healthy = true
+  /** When the edge last failed over (this process's clock): views earn their away credit from then. */
+  private awaySinceMs = 0
   /** `close()` has begun: settlements reserve nothing more. */
   private closing = false
-  /** The settlement on its way, until the store answers; sent at `sentAtMs`. */
+  /** The settlement on its way, until the store answers. */
   private inFlight: Promise<void> | undefined
-  private sentAtMs = 0
   /** The tokens the settlement on its way spends or gives back. */
   private sendingTotal = 0
   /** The settlement that follows the one on its way. */
@@ -93,7 +96,6 @@ export class SettlingEdge implements Store {
     this.intervalMs = options.intervalMs
     this.maxViews = options.maxViews ?? MAX_VIEWS
     this.answerDeadlineMs = options.answerDeadlineMs ?? Math.max(1000, 10 * options.intervalMs)
-    this.fallback = new ReplicaShareEdge(options.replicas, options.clock)
     this.orphans = new Orphans(2 * this.maxViews, (debit) => {
       this.logger?.warn({ key: debit.key, tokens: debit.spent }, 'fastify-tollgate: too many edge settlements waiting; one dropped')
     })
@@ -110,11 +112,8 @@ export class SettlingEdge implements Store {
     const nowMs = this.clock()
     const views = buckets.map((bucket) => this.viewOf(bucket, nowMs))
     if (!this.healthy) {
-      const decision = this.fallback.consume(buckets)
-      if (decision.allowed) {
-        views.forEach((view, i) => { view.spendUnreserved((buckets[i] as BucketRequest).cost) })
-      }
-      return { ...decision, degraded: 'local' }
+      const replicas = this.replicas()
+      for (const view of views) view.away(nowMs, this.awaySinceMs, sharePolicy(view.policy, 1, replicas))
     }
     let allowed = true
     let retryAfterMs = 0
@@ -128,7 +127,9 @@ export class SettlingEdge implements Store {
       if (wait > retryAfterMs) retryAfterMs = wait
     })
     if (allowed) views.forEach((view, i) => { view.spend((buckets[i] as BucketRequest).cost) })
-    return { allowed, tokens: views.map((view) => this.tokensOf(view, nowMs)), retryAfterMs }
+    const decision: StoreDecision = { allowed, tokens: views.map((view) => this.tokensOf(view, nowMs)), retryAfterMs }
+    if (!this.healthy) decision.degraded = 'local'
+    return decision
   }
 
   /** The shared bucket as the store holds it (this replica's reservation and unsettled spends not counted). */
@@ -138,16 +139,13 @@ export class SettlingEdge implements Store {
 
   /** Gives tokens back in the shared store; this replica's view takes the bucket's new level at its next settlement. */
   async refund (bucket: BucketRequest): Promise<number> {
-    const left = await storeMethod(this.shared, 'refund')(bucket)
-    this.fallback.refund(bucket)
-    return left
+    return storeMethod(this.shared, 'refund')(bucket)
   }
 
   /** Deletes the shared bucket; this replica forgets its view (its reservation and unsettled spends with it). */
   async reset (key: string): Promise<void> {
     this.views.delete(key)
     this.orphans.delete(key)
-    this.fallback.reset(key)
     await storeMethod(this.shared, 'reset')(key)
   }
 
@@ -170,7 +168,6 @@ export class SettlingEdge implements Store {
     for (const orphan of this.orphans.values()) unsettled += Math.abs(orphan.spent)
     if (unsettled > 0) this.logger?.warn({ tokens: unsettled }, 'fastify-tollgate: closing with edge tokens spent or reserved that the shared store did not settle')
     this.views.clear()
-    this.fallback.close()
     this.publish('closed')
   }
 
@@ -181,21 +178,22 @@ export class SettlingEdge implements Store {
    * spent, whose shared bucket is full by now, are dropped (their reservation
    * given back). Resolves when the store answers. While a settlement is
    * unanswered, none other is sent: one follows once it is answered (or taken as
-   * applied after `answerDeadlineMs`), and the call resolves after that one. Once
-   * a settlement has waited `intervalMs`, the edge decides by this replica's
-   * share until a settlement is answered.
+   * applied after `answerDeadlineMs`), and the call resolves after that one.
    */
   settleNow (): Promise<void> {
     const nowMs = this.clock()
-    if (this.inFlight !== undefined) return this.following(this.inFlight, nowMs)
+    if (this.inFlight !== undefined) return this.following(this.inFlight)
     const outgoing = collectDebits(this.ledger, nowMs, this.closing, () => this.replicas())
     if (outgoing.debits.length === 0) return Promise.resolve()
-    return this.send(outgoing, nowMs)
+    return this.send(outgoing)
   }
 
-  /** The settlement that follows `inFlight`, the one on its way (one, however many ask); the edge fails over once `inFlight` waited `intervalMs`. */
-  private following (inFlight: Promise<void>, nowMs: number): Promise<void> {
-    if (nowMs - this.sentAtMs >= this.intervalMs) this.failing('no answer to the last settlement within settleIntervalMs')
+  /**
+   * The settlement that follows `inFlight`, the one on its way (one, however many
+   * ask). A late answer is no failure: meanwhile the views spend only what they
+   * hold (see `View.allowance`), so a busy event loop or a slow store admits no more.
+   */
+  private following (inFlight: Promise<void>): Promise<void> {
     this.next ??= inFlight.then(async () => {
       this.next = undefined
       return this.settleNow()
@@ -204,7 +202,7 @@ export class SettlingEdge implements Store {
   }
 
   /** Sends `outgoing`, given up on after `answerDeadlineMs`; resolves once its answers are taken back. */
-  private send (outgoing: Outgoing, nowMs: number): Promise<void> {
+  private send (outgoing: Outgoing): Promise<void> {
     const { debits } = outgoing
     const { answers, clear } = callSettle(this.shared, debits, {
       deadlineMs: this.answerDeadlineMs,
@@ -222,7 +220,6 @@ export class SettlingEdge implements Store {
         this.sendingTotal = 0
       })
     this.inFlight = call
-    this.sentAtMs = nowMs
     this.sendingTotal = debits.reduce((total, debit) => total + Math.abs(debit.spent), 0)
     return call
   }
@@ -233,16 +230,18 @@ export class SettlingEdge implements Store {
       this.failing('the store did not take a settlement')
     } else if (!this.healthy && settlements.every((settlement) => settlement.tokens !== Infinity)) {
       this.healthy = true
+      for (const view of this.views.values()) view.back()
       this.logger?.info({ store: 'settle' }, 'fastify-tollgate: settlement answered; the edge is back on the shared quota')
       this.publish('restored')
     }
   }
 
-  /** Decides by this replica's share until a settlement is answered; logged once. */
+  /** The store is away: views earn their credit from now until a settlement is answered (see `View.away`); logged once. */
   private failing (reason: unknown): void {
     if (!this.healthy) return
     this.healthy = false
-    this.logger?.warn({ err: reason }, 'fastify-tollgate: settlement failed; the edge enforces this replica\'s share until the shared store answers')
+    this.awaySinceMs = this.clock()
+    this.logger?.warn({ err: reason }, 'fastify-tollgate: settlement failed; the edge spends what this replica holds, then its share of the refill, until the shared store answers')
     this.publish('degraded')
   }
 

@@ -23,6 +23,12 @@ export class View implements BucketState {
   private reserved = 0
   /** Tokens this replica may spend without a reservation (a new view's share, until its first settlement). */
   private share: number
+  /**
+   * While settlements fail (the shared store is away): tokens earned since at this
+   * replica's share of the refill, at most its share of the capacity (see `away`).
+   */
+  private credit = 0
+  private creditMs = 0
   /** Tokens spent without a reservation, not sent yet. */
   private unreserved = 0
   /** Tokens spent since the last settlement was sent; and in the interval before it. */
@@ -43,11 +49,16 @@ export class View implements BucketState {
     this.share = share
     this.tokens = policy.capacity - share
     this.lastMs = nowMs
+    this.creditMs = nowMs
   }
 
-  /** What this replica may spend now. */
+  /**
+   * What this replica may spend now: its reservation, what is left of its first share
+   * (until its first settlement is answered), and, while the store is away, its credit.
+   * Nothing else: a settlement answered late, or not at all, gives no more.
+   */
   get allowance (): number {
-    return this.reserved + this.share
+    return this.reserved + this.share + this.credit
   }
 
   /** Neither asked for since the last settlement was sent, nor holding spends to send. */
@@ -65,21 +76,37 @@ export class View implements BucketState {
     this.touched = true
   }
 
-  /** Spends `cost`: reserved tokens first. A cost asked for before is served. */
+  /** Spends `cost` (within `allowance`): reserved tokens first, then the first share, then the credit. A cost asked for before is served. */
   spend (cost: number): void {
     if (cost >= this.asked) this.asked = 0
     const fromReserve = Math.min(this.reserved, cost)
     this.reserved -= fromReserve
     const rest = cost - fromReserve
-    this.share -= rest
+    const fromShare = Math.min(this.share, rest)
+    this.share -= fromShare
+    this.credit -= rest - fromShare
     this.unreserved += rest
     this.spent += cost
   }
 
-  /** Spends `cost` decided by this replica's share (settlements failing): all of it without a reservation. */
-  spendUnreserved (cost: number): void {
-    this.unreserved += cost
-    this.spent += cost
+  /**
+   * The store is away since `sinceMs`: the credit, none when it went away (or when
+   * this view was made, if later), grows at `share`'s refill up to its capacity (the
+   * replica's share of the quota). So an outage gives each replica R / N a second,
+   * never a fresh share at once, nor again to a view made anew.
+   */
+  away (nowMs: number, sinceMs: number, share: BucketPolicy): void {
+    if (this.creditMs < sinceMs) {
+      this.credit = 0
+      this.creditMs = sinceMs
+    }
+    this.credit = Math.min(share.capacity, this.credit + Math.max(0, nowMs - this.creditMs) * share.refillPerSecond / 1000)
+    this.creditMs = Math.max(this.creditMs, nowMs)
+  }
+
+  /** The store answers again: the credit is gone. */
+  back (): void {
+    this.credit = 0
   }
 
   /** Refused `cost`: reservations cover the largest cost refused until it is served. */
