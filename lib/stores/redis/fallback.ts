@@ -40,6 +40,8 @@ export class Fallback {
   private readonly owed: ChargeBack
   /** Keys whose local bucket this outage has started (from their last level). */
   private readonly started = new Set<string>()
+  /** Whether a decision was made without Redis since it last answered (its return is logged). */
+  private away = false
 
   constructor (private readonly options: FallbackOptions) {
     this.local = new MemoryStore({ clock: options.clock })
@@ -65,8 +67,15 @@ export class Fallback {
     this.owed.flush()
   }
 
+  /** Redis answers again after decisions made without it (or the breaker closed): logged once. */
+  restored (): void {
+    this.away = false
+    this.options.log.logger.info({ store: 'redis' }, 'fastify-tollgate: Redis answers again; shared quotas restored')
+  }
+
   /** Redis answered: the local buckets go (the next outage starts from the levels of then), and what is owed is sent. */
   answered (): void {
+    if (this.away) this.restored()
     if (this.started.size > 0) {
       for (const key of this.started) this.local.reset(key)
       this.started.clear()
@@ -129,6 +138,7 @@ export class Fallback {
 
   /** Logs that Redis cannot be used, by `failMode` (at most once per `logIntervalMs`). Throws for `'closed'`. */
   private unavailable (): void {
+    this.away = true
     const { failMode, log } = this.options
     if (failMode === 'closed') {
       log.line('warn', 'degraded', { failMode: 'closed' }, 'fastify-tollgate: Redis unavailable; refusing requests (failMode closed)')

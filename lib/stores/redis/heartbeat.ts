@@ -7,9 +7,10 @@
  * A count is trusted as it comes, but for one case: a beat that finds this
  * replica's own last beat gone (Redis lost its data, failed over to a replica
  * that had not got it, or was away longer than a beat counts). The others' beats
- * are gone too then, and come back one by one over the next interval; meanwhile
- * the count is too small and every share too large. So for a beat's lifetime
- * after such a beat, the count never drops below what it was.
+ * are gone too then, and come back one by one as each replica reconnects;
+ * meanwhile the count is too small and every share too large. So for two beat
+ * lifetimes (six intervals) after such a beat, the count never drops below what
+ * it was.
  */
 import { REPLICAS_KEY } from '../../output/key-format.js'
 import { randomUUID } from 'node:crypto'
@@ -100,7 +101,8 @@ export class Heartbeat {
   private countFrom (live: number, lost: boolean): void {
     const nowMs = performance.now() // the beats' own time: they run on timers
     if (lost && this.counting) {
-      this.holdUntilMs = nowMs + BEAT_LIFETIME_INTERVALS * this.options.intervalMs
+      // Two lifetimes: a replica whose client reconnects with a backoff may beat again late.
+      this.holdUntilMs = nowMs + 2 * BEAT_LIFETIME_INTERVALS * this.options.intervalMs
       this.options.log.line('warn', 'heartbeat-lost', { liveReplicas: Math.max(live, this.liveReplicas) },
         'fastify-tollgate: this replica\'s last heartbeat is gone from Redis (data lost or a long outage); keeping the replica count until every replica beat again')
     }

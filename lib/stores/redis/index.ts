@@ -226,10 +226,10 @@ export class RedisStore implements Store {
     this.publish('closed')
   }
 
-  /** The breaker closed: Redis answers again (logged once, published); the outage's log intervals start over. */
+  /** The breaker closed: Redis answers again (logged, published); the outage's log intervals start over. */
   private restored (): void {
     this.log.clear()
-    this.log.logger.info({ store: 'redis' }, 'fastify-tollgate: Redis answers again; shared quotas restored')
+    this.fallback.restored()
     this.publish('restored')
   }
 

@@ -73,6 +73,26 @@ if (requireRedis(t)) {
     t.equal(Number(tokens), 0, 'the shared bucket is empty: the 20 were debited (down to zero, not into debt)')
   })
 
+  t.test('a decision made without Redis and its return are logged, even when the breaker never opened', async (t) => {
+    const server = await startRedis(t)
+    const client = new Redis({ port: server.port, enableOfflineQueue: false, maxRetriesPerRequest: 0 })
+    client.on('error', () => {})
+    const lines: string[] = []
+    const logger = { info: (_details: object, message: string) => { lines.push(`info ${message}`) }, warn: (_details: object, message: string) => { lines.push(`warn ${message}`) }, error: () => {} }
+    const store = redisStore({ client, timeoutMs: 50, breakerThreshold: 5, heartbeatIntervalMs: 0 })
+    store.useLogger(logger)
+    t.teardown(async () => { await store.close(); client.disconnect() })
+    await store.ready()
+    const bucket = { key: 'k', policy: EDGE, cost: 1 }
+    await store.consume([bucket])
+    server.pause()
+    t.equal((await store.consume([bucket])).degraded, 'local', 'one call timed out: decided locally')
+    server.resume()
+    t.equal((await store.consume([bucket])).degraded, undefined, 'the next is decided by Redis')
+    t.equal(store.state, 'closed', 'the breaker never opened')
+    t.same(lines.map((line) => line.split(';')[0]), ['warn fastify-tollgate: Redis unavailable', 'info fastify-tollgate: Redis answers again'])
+  })
+
   t.test('three replicas through a freeze admit the quota once, plus the headroom of what was left', async (t) => {
     const server = await startRedis(t)
     const replicas = [await replica(t, server), await replica(t, server), await replica(t, server)]
