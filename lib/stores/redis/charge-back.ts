@@ -20,6 +20,9 @@ import type { BucketDebit, BucketRequest, BucketSettlement } from '../../types/s
 /** Takes debits in Redis: one settlement per debit, `tokens: NaN` where its call failed. */
 export type Debit = (debits: readonly BucketDebit[]) => Promise<BucketSettlement[]>
 
+/** Most keys one flush sends: a long outage over many keys is charged over several answers, none holding the event loop long. */
+export const FLUSH_KEYS = 10_000
+
 interface Spent {
   policy: BucketPolicy
   spent: number
@@ -28,7 +31,8 @@ interface Spent {
 export class ChargeBack {
   private spent = new Map<string, Spent>()
 
-  constructor (private readonly debit: Debit) {}
+  /** `debit` takes the debits; `charged` hears each bucket's level after its debit. */
+  constructor (private readonly debit: Debit, private readonly charged: (bucket: BucketRequest, tokens: number) => void) {}
 
   /** Whether spends wait to be charged. */
   get pending (): boolean {
@@ -40,28 +44,36 @@ export class ChargeBack {
     for (const bucket of buckets) this.owe(bucket.key, bucket.policy, bucket.cost)
   }
 
+  /** Tokens owed on `key`, not yet charged. */
+  on (key: string): number {
+    return this.spent.get(key)?.spent ?? 0
+  }
+
   /** A key reset in Redis is full again: nothing is owed on it. */
   forget (key: string): void {
     this.spent.delete(key)
   }
 
   /**
-   * Sends what is owed now; what a failed call held is owed again. A flush does
-   * not wait for the one before: each goes ahead of the call that follows it.
+   * Sends what is owed now, at most `FLUSH_KEYS` keys (the rest at the next
+   * flush); what a failed call held is owed again. A flush does not wait for the
+   * one before: each goes ahead of the call that follows it. Resolves when Redis
+   * answered or failed.
    */
-  flush (): void {
-    if (this.spent.size === 0) return
-    const owed = this.spent
-    this.spent = new Map()
+  async flush (): Promise<void> {
     const debits: BucketDebit[] = []
-    for (const [key, { policy, spent }] of owed) debits.push({ key, policy, spent, reserve: 0 })
-    void this.debit(debits)
-      .then((settlements) => {
-        settlements.forEach((settlement, i) => {
-          const { key, policy, spent } = debits[i] as BucketDebit
-          if (Number.isNaN(settlement.tokens)) this.owe(key, policy, spent)
-        })
-      }, () => { for (const { key, policy, spent } of debits) this.owe(key, policy, spent) })
+    for (const [key, { policy, spent }] of this.spent) {
+      if (debits.length === FLUSH_KEYS) break
+      debits.push({ key, policy, spent, reserve: 0 })
+    }
+    for (const { key } of debits) this.spent.delete(key)
+    if (debits.length === 0) return
+    const settlements = await this.debit(debits).catch(() => undefined)
+    debits.forEach(({ key, policy, spent }, i) => {
+      const tokens = settlements?.[i]?.tokens ?? NaN
+      if (Number.isNaN(tokens)) this.owe(key, policy, spent)
+      else this.charged({ key, policy, cost: spent }, tokens)
+    })
   }
 
   private owe (key: string, policy: BucketPolicy, cost: number): void {

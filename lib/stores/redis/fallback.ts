@@ -1,23 +1,17 @@
 /**
  * The Redis store's decisions when Redis cannot be used, by `failMode`: `'open'`
  * allows (a full bucket), `'closed'` refuses (`StoreUnavailableError`, a 503), and
- * `'local'` decides in this process, on this replica's share of each quota (a
- * `MemoryStore`). Each such decision is logged (at most once per `logIntervalMs`).
- *
- * Under `'local'` an outage hands out no fresh quota: a key's share starts, at its
- * first local decision of the outage, from its part of the level Redis last
- * reported (last-levels.ts), and what is admitted on it is debited from the shared
- * bucket once Redis answers again (charge-back.ts); the local buckets then go, so
- * the next outage starts from the level of then.
+ * `'local'` decides in this process, on this replica's share of each quota
+ * (local-shares.ts: started from the level Redis last reported, and charged back
+ * once it answers). Each such decision is logged (at most once per
+ * `logIntervalMs`), and so is Redis's return after one.
  */
-import { isUnshared, onShare, sharePolicy } from '../../engine/share.js'
 import { StoreUnavailableError } from '../../output/errors.js'
 import type { BucketRequest, StoreDecision, StoreReading } from '../../types/store.js'
-import { MemoryStore } from '../memory.js'
 import type { Pending } from './batcher.js'
-import { ChargeBack, type Debit } from './charge-back.js'
+import type { Debit } from './charge-back.js'
 import type { BreakerState } from './circuit-breaker.js'
-import { LastLevels } from './last-levels.js'
+import { LocalShares } from './local-shares.js'
 import type { FailMode } from './options.js'
 import type { OutageLog } from './outage-log.js'
 
@@ -35,27 +29,23 @@ export interface FallbackOptions {
 }
 
 export class Fallback {
-  private readonly local: MemoryStore
-  private readonly levels = new LastLevels()
-  private readonly owed: ChargeBack
-  /** Keys whose local bucket this outage has started (from their last level). */
-  private readonly started = new Set<string>()
+  /** `'local'`'s buckets; `undefined` under the other failModes. */
+  private readonly shares: LocalShares | undefined
   /** Whether a decision was made without Redis since it last answered (its return is logged). */
   private away = false
 
   constructor (private readonly options: FallbackOptions) {
-    this.local = new MemoryStore({ clock: options.clock })
-    this.owed = new ChargeBack(options.debit)
+    this.shares = options.failMode === 'local' ? new LocalShares(options) : undefined
   }
 
-  /** Redis reported `tokens[i]` for `buckets[i]` (`'local'` keeps them, to start a share from). */
-  noteLevels (buckets: readonly BucketRequest[], tokens: readonly number[]): void {
-    if (this.options.failMode === 'local') this.levels.note(buckets, tokens, this.options.clock())
+  /** Redis decided `buckets`, `tokens[i]` left in each (see `LocalShares.decided`). */
+  decided (buckets: readonly BucketRequest[], tokens: readonly number[]): void {
+    this.shares?.decided(buckets, tokens)
   }
 
   /** Whether what was admitted locally is still to be charged. */
   get owing (): boolean {
-    return this.owed.pending
+    return this.shares?.owing === true
   }
 
   /**
@@ -64,7 +54,7 @@ export class Fallback {
    * back is decided after the debit.
    */
   charge (): void {
-    this.owed.flush()
+    void this.shares?.charge()
   }
 
   /** Redis answers again after decisions made without it (or the breaker closed): logged once. */
@@ -73,34 +63,24 @@ export class Fallback {
     this.options.log.logger.info({ store: 'redis' }, 'fastify-tollgate: Redis answers again; shared quotas restored')
   }
 
-  /** Redis answered: the local buckets go (the next outage starts from the levels of then), and what is owed is sent. */
+  /** Redis answered: its return is logged if anything was decided without it, and what is owed is sent. */
   answered (): void {
     if (this.away) this.restored()
-    if (this.started.size > 0) {
-      for (const key of this.started) this.local.reset(key)
-      this.started.clear()
-    }
-    if (this.owed.pending) this.owed.flush()
+    if (this.owing) this.charge()
   }
 
   /** The decision when Redis cannot be used, by `failMode`. Throws for `'closed'`. */
   degrade (buckets: readonly BucketRequest[]): StoreDecision {
     this.unavailable()
-    if (this.options.failMode === 'open') {
-      return { allowed: true, tokens: buckets.map((bucket) => bucket.policy.capacity), retryAfterMs: 0, degraded: 'open' }
-    }
-    const local = buckets.map((bucket) => this.localBucket(bucket))
-    const decision = this.local.consume(local)
-    if (decision.allowed) this.owed.add(buckets.filter((bucket) => !isUnshared(bucket.policy)))
-    return { ...decision, degraded: 'local', policies: local.map((bucket) => bucket.policy) }
+    if (this.shares !== undefined) return this.shares.consume(buckets)
+    return { allowed: true, tokens: buckets.map((bucket) => bucket.policy.capacity), retryAfterMs: 0, degraded: 'open' }
   }
 
   /** The reading when Redis cannot be used, by `failMode`. Throws for `'closed'`. */
   degradePeek (bucket: BucketRequest): StoreReading {
     this.unavailable()
-    if (this.options.failMode === 'open') return { tokens: bucket.policy.capacity, retryAfterMs: 0, fullInMs: 0, degraded: 'open' }
-    const local = this.localBucket(bucket)
-    return { ...this.local.peek(local), degraded: 'local', policy: local.policy }
+    if (this.shares !== undefined) return this.shares.peek(bucket)
+    return { tokens: bucket.policy.capacity, retryAfterMs: 0, fullInMs: 0, degraded: 'open' }
   }
 
   /** Logs a call that failed (at most once per `logIntervalMs`); the caller then decides by `failMode`. */
@@ -120,20 +100,19 @@ export class Fallback {
     }
   }
 
-  /** A refund given in Redis: the local bucket of this outage gets it too, and Redis's answer is the key's level. */
+  /** A refund given in Redis: a local share started gets it too. */
   refund (bucket: BucketRequest): void {
-    if (this.started.has(bucket.key)) this.local.refund(this.localBucket(bucket))
+    this.shares?.refund(bucket)
   }
 
-  /** The local bucket of a key reset in Redis goes too, with what it owed. */
+  /** The local share of a key reset in Redis goes too, with what it owed. */
   reset (key: string): void {
-    this.local.reset(key)
-    this.levels.forget(key)
-    this.owed.forget(key)
+    this.shares?.reset(key)
   }
 
-  close (): void {
-    this.local.close()
+  /** Charges what is owed (for a second at most), then stops the local buckets. */
+  async close (): Promise<void> {
+    await this.shares?.close()
   }
 
   /** Logs that Redis cannot be used, by `failMode` (at most once per `logIntervalMs`). Throws for `'closed'`. */
@@ -150,30 +129,5 @@ export class Fallback {
     }
     log.line('warn', 'degraded', { failMode: 'local', headroom: this.options.fallbackHeadroom, liveReplicas: this.options.liveReplicas() },
       'fastify-tollgate: Redis unavailable; enforcing this replica\'s share locally (failMode local)')
-  }
-
-  /** `bucket` in the local fallback: this replica's share of its policy, started from its last level. */
-  private localBucket (bucket: BucketRequest): BucketRequest {
-    // x × (1 + headroom) / N, never above the quota (engine/share.ts). A cost above the local share but
-    // within the quota overdraws the share: heavy routes stay possible, and the long-run rate stays the share's.
-    const local = isUnshared(bucket.policy)
-      ? bucket
-      : onShare(bucket, sharePolicy(bucket.policy, 1 + this.options.fallbackHeadroom, this.options.liveReplicas()))
-    if (!this.started.has(bucket.key)) this.start(bucket, local)
-    return local
-  }
-
-  /**
-   * Starts `local`, the share of `bucket`, at its part of the level Redis last
-   * reported (full for a key with none known): a full share less that, taken.
-   */
-  private start (bucket: BucketRequest, local: BucketRequest): void {
-    this.started.add(bucket.key)
-    this.local.reset(bucket.key)
-    const { policy } = local
-    const tokens = this.levels.shareAt(bucket, policy, this.options.clock())
-    if (tokens !== undefined && tokens < policy.capacity) {
-      this.local.consume([{ key: bucket.key, policy, cost: policy.capacity - tokens, overdraft: true }])
-    }
   }
 }

@@ -90,7 +90,7 @@ export class RedisStore implements Store {
     })
     this.heartbeat = new Heartbeat({
       client, command: scripts.heartbeat, calls, prefix, intervalMs: checked.heartbeatIntervalMs,
-      replicas: checked.replicas, log, counted: () => { this.publish('replicas') }
+      replicas: checked.replicas, log, counted: () => { this.counted() }
     })
     this.heartbeat.start()
   }
@@ -152,7 +152,7 @@ export class RedisStore implements Store {
           // In Redis's order: a refusal's states are kept, an admission's forgotten.
           if (refusal === undefined) this.denials?.forget(pending.buckets)
           else this.denials?.remember(pending.buckets, refusal, sentMs, receivedMs)
-          this.fallback.noteLevels(pending.buckets, decision.tokens)
+          this.fallback.decided(pending.buckets, decision.tokens)
           pending.resolve(decision)
         })
         this.fallback.answered()
@@ -187,7 +187,7 @@ export class RedisStore implements Store {
   async refund (bucket: BucketRequest): Promise<number> {
     this.fallback.refund(bucket)
     const tokens = parseNumber(await this.buckets.write('refund', bucket.key, bucket.policy, bucket.cost))
-    this.fallback.noteLevels([bucket], [tokens])
+    this.fallback.decided([bucket], [tokens])
     return tokens
   }
 
@@ -220,10 +220,16 @@ export class RedisStore implements Store {
 
   async close (): Promise<void> {
     this.heartbeat.stop()
+    await this.fallback.close()
     if (this.heartbeat.enabled) await this.heartbeat.leave()
-    this.fallback.close()
     this.denials?.clear()
     this.publish('closed')
+  }
+
+  /** A heartbeat counted the live replicas (published): Redis answers, so what the fallback owes goes too. */
+  private counted (): void {
+    this.publish('replicas')
+    if (this.fallback.owing) this.fallback.charge()
   }
 
   /** The breaker closed: Redis answers again (logged, published); the outage's log intervals start over. */

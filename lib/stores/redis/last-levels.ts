@@ -2,7 +2,8 @@
  * The level Redis last reported for each bucket this replica used, and when: where
  * the `'local'` fallback starts a bucket's share when Redis goes away (its share of
  * that level, refilled since), instead of a full share at every outage. Bounded:
- * past `maxKeys` it starts over (a key not known starts from a full share).
+ * past `maxKeys` the tenth first noted goes (a key not known starts from a full
+ * share; a hot key is noted again at its next reply).
  */
 import { tokensAt } from '../../engine/bucket.js'
 import type { BucketPolicy, BucketState } from '../../types/engine.js'
@@ -26,20 +27,30 @@ export class LastLevels {
         level.lastMs = atMs
         continue
       }
-      if (this.levels.size >= this.maxKeys) this.levels.clear()
+      if (this.levels.size >= this.maxKeys) this.evict()
       this.levels.set(key, { tokens: tokens[i] as number, lastMs: atMs })
+    }
+  }
+
+  /** Drops the tenth of the keys first noted. */
+  private evict (): void {
+    let left = Math.max(1, Math.floor(this.maxKeys / 10))
+    for (const key of this.levels.keys()) {
+      this.levels.delete(key)
+      if (--left === 0) return
     }
   }
 
   /**
    * Where this replica's share `share` of `bucket` starts at `nowMs`: the share's
-   * part of the level last reported, refilled since under the whole policy (it may
-   * be negative: a bucket in debt); `undefined` for a key with no level known.
+   * part of the level last reported, refilled since under the whole policy, less
+   * `owed` (spent locally and not charged yet; it may be negative: a bucket in
+   * debt); `undefined` for a key with no level known.
    */
-  shareAt (bucket: BucketRequest, share: BucketPolicy, nowMs: number): number | undefined {
+  shareAt (bucket: BucketRequest, share: BucketPolicy, nowMs: number, owed: number): number | undefined {
     const level = this.levels.get(bucket.key)
     if (level === undefined) return undefined
-    return tokensAt(level, bucket.policy, nowMs) * share.capacity / bucket.policy.capacity
+    return (tokensAt(level, bucket.policy, nowMs) - owed) * share.capacity / bucket.policy.capacity
   }
 
   /** A key reset in Redis is full again. */

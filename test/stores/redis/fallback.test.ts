@@ -6,9 +6,9 @@
  */
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
-import { Redis } from 'ioredis'
+import { Cluster, Redis } from 'ioredis'
 import tollgate, { redisStore, type RedisStore } from '../../../lib/index.js'
-import { requireRedis, startRedis, type RedisServer } from '../../redis-server.js'
+import { requireRedis, startCluster, startRedis, type RedisServer } from '../../redis-server.js'
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 /** A quota that never refills: every count below is exact. */
@@ -91,6 +91,75 @@ if (requireRedis(t)) {
     t.equal((await store.consume([bucket])).degraded, undefined, 'the next is decided by Redis')
     t.equal(store.state, 'closed', 'the breaker never opened')
     t.same(lines.map((line) => line.split(';')[0]), ['warn fastify-tollgate: Redis unavailable', 'info fastify-tollgate: Redis answers again'])
+  })
+
+  t.test('Cluster, one node frozen: the answers of the other nodes do not restart its keys\' shares', async (t) => {
+    const cluster = await startCluster(t)
+    const client = new Cluster(cluster.ports.map((port) => ({ host: '127.0.0.1', port })))
+    client.on('error', () => {})
+    const store = redisStore({ client, timeoutMs: 50, heartbeatIntervalMs: 0 })
+    t.teardown(async () => { await store.close(); client.disconnect() })
+    await store.ready()
+    const bucket = (key: string) => ({ key, policy: EDGE, cost: 1 })
+    for (let i = 0; i < 28; i++) await store.consume([bucket('{a}:edge')])
+    const frozen = await (async () => {
+      for (const node of cluster.nodes) {
+        const inspector = node.client()
+        const held = await inspector.exists('tollgate:{a}:edge').catch(() => 0) // MOVED: another node's slot
+        inspector.disconnect()
+        if (held === 1) return node
+      }
+      throw new Error('no node holds the key')
+    })()
+    frozen.pause()
+    t.teardown(() => { frozen.resume() })
+    let admitted = 0
+    let others = 0
+    for (let i = 0; i < 30; i++) {
+      // The other identities land on every node: the live nodes keep answering.
+      const [mine, ...theirs] = await Promise.all([store.consume([bucket('{a}:edge')]), ...Array.from({ length: 6 }, async (_, j) => store.consume([bucket(`{b${i * 6 + j}}:edge`)]))])
+      if (mine?.allowed === true) admitted++
+      others += theirs.filter((decision) => decision.degraded === undefined).length
+    }
+    t.ok(others > 0, `the live nodes answered (${others} decisions)`)
+    t.equal(admitted, 2, 'the frozen node\'s key admits the 2 tokens left, once, not a share at every answer from elsewhere')
+  })
+
+  t.test('what is owed is charged after a heartbeat that answers, without another request, and its level kept', async (t) => {
+    const server = await startRedis(t)
+    const client = new Redis({ port: server.port, enableOfflineQueue: false, maxRetriesPerRequest: 0 })
+    client.on('error', () => {})
+    const store = redisStore({ client, timeoutMs: 50, heartbeatIntervalMs: 100 })
+    t.teardown(async () => { await store.close(); client.disconnect() })
+    await store.ready()
+    const bucket = { key: 'k', policy: EDGE, cost: 1 }
+    for (let i = 0; i < 10; i++) await store.consume([bucket])
+    server.pause()
+    let local = 0
+    for (let i = 0; i < 5; i++) if ((await store.consume([bucket])).allowed) local++
+    server.resume()
+    const inspector = server.client(t)
+    const deadline = performance.now() + 3000
+    let tokens = NaN
+    while (performance.now() < deadline) {
+      tokens = Number(String(await inspector.get('tollgate:k')).split(' ')[0])
+      if (tokens <= 20 - local - 3) break
+      await sleep(20)
+    }
+    // 20 left; the 3 calls the freeze held are applied on thaw, and the local admissions charged.
+    t.ok(tokens <= 20 - local - 3, `the shared bucket holds ${tokens}: the ${local} admitted locally were charged with no request sent`)
+  })
+
+  t.test('app.close() charges what is owed before it returns', async (t) => {
+    const server = await startRedis(t)
+    const { app } = await replica(t, server)
+    t.equal(await admitted(app, 10), 10)
+    server.pause()
+    t.equal(await admitted(app, 10), 10, 'admitted on the local share')
+    server.resume()
+    await app.close()
+    const [tokens] = String(await server.client(t).get('tollgate:{ip:127.0.0.1}:edge')).split(' ')
+    t.ok(Number(tokens) <= 20 - 10, `the shared bucket holds ${tokens}: the 10 were charged at close`)
   })
 
   t.test('three replicas through a freeze admit the quota once, plus the headroom of what was left', async (t) => {
