@@ -109,6 +109,13 @@ export class RedisServer {
     await exited
   }
 
+  /** Kills the server (SIGKILL) and starts an empty one on the same port after `delayMs`: a crash that lost the data. */
+  async restartEmpty (delayMs: number): Promise<void> {
+    await this.kill()
+    await sleep(delayMs)
+    await this.start()
+  }
+
   /** Freezes the server (SIGSTOP): its connections stay open and nothing answers, as on a stalled host. */
   pause (): void {
     this.process?.kill('SIGSTOP')
@@ -134,9 +141,10 @@ export class RedisServer {
 
 /**
  * Starts a redis-server on a free port, on another one if the port was taken
- * between the check and redis-server's bind (tests run in parallel).
+ * between the check and redis-server's bind (tests run in parallel). Stop it
+ * yourself (`startRedis` stops it when its test ends).
  */
-async function startOnFreePort (extraArgs: (port: number) => string[] = () => []): Promise<RedisServer> {
+export async function startOnFreePort (extraArgs: (port: number) => string[] = () => []): Promise<RedisServer> {
   for (let attempt = 1; ; attempt++) {
     const port = await freePort()
     const server = new RedisServer(port, extraArgs(port))
