@@ -99,6 +99,11 @@ export class RedisServer {
     return this
   }
 
+  /** The server's process id while it runs. */
+  get pid (): number | undefined {
+    return this.process?.pid
+  }
+
   /** Kills the server at once (SIGKILL), as a crash would. */
   async kill (): Promise<void> {
     const child = this.process

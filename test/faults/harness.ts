@@ -5,6 +5,7 @@
  * `TAIL_S` after the fault's end. Stops everything it started, on failure too.
  */
 import { startOnFreePort, type RedisServer } from '../redis-server.js'
+import { killAtExit } from './cleanup.js'
 import { BOUNDS, FORMULAS, SLACK, type BoundInput } from './bounds.js'
 import { DEFAULT_LOAD, type FaultCase } from './cases.js'
 import { DEFAULTS, type RedisTarget, type ReplicaConfig } from './config.js'
@@ -51,7 +52,8 @@ async function backend (fault: FaultCase['fault'], startSentinel: StartSentinelG
     return { target: { sentinels: group.sentinels, name: group.name }, redis: undefined, sentinel: group, stop: () => group.stop() }
   }
   const redis = await startOnFreePort(() => ['--enable-debug-command', 'yes'])
-  return { target: { host: '127.0.0.1', port: redis.port }, redis, sentinel: undefined, stop: () => redis.stop() }
+  const forget = killAtExit(() => redis.pid) // read at exit: a restart changes it
+  return { target: { host: '127.0.0.1', port: redis.port }, redis, sentinel: undefined, stop: async () => { await redis.stop(); forget() } }
 }
 
 /** Every process and socket a run started, so that one `stop()` ends them all. */

@@ -6,6 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { Redis } from 'ioredis'
 import type { RedisServer } from '../redis-server.js'
+import { killAtExit } from './cleanup.js'
 import type { Load } from './load.js'
 import type { ReplicaProcess } from './processes.js'
 import type { TcpProxy } from './proxy.js'
@@ -129,14 +130,18 @@ async function killReplica (replica: ReplicaProcess | undefined, load: Load): Pr
   return {}
 }
 
+/** A busy loop that exits when its parent (the harness) is gone. */
+const BURNER = 'const parent = process.ppid; for (;;) { for (let i = 0; i < 1e7; i++); if (process.ppid !== parent) process.exit() }'
+
 /** `count` busy-loop processes beside the replicas for `seconds`. */
 async function burnCpu (count: number, seconds: number): Promise<void> {
-  const burners: ChildProcess[] = Array.from({ length: count }, () =>
-    spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }))
+  const burners: ChildProcess[] = Array.from({ length: count }, () => spawn(process.execPath, ['-e', BURNER], { stdio: 'ignore' }))
+  const forget = burners.map((burner) => killAtExit(burner.pid))
   try {
     await sleep(seconds * 1000)
   } finally {
     for (const burner of burners) burner.kill('SIGKILL')
+    for (const done of forget) done()
   }
 }
 

@@ -29,7 +29,7 @@ export class ReplicaProcess {
 
   constructor (readonly index: number, config: ReplicaConfig, readonly events: StoreEvent[]) {
     this.child = spawn(process.execPath, [REPLICA_JS, JSON.stringify(config)], {
-      stdio: ['ignore', 'pipe', process.env.FAULTS_VERBOSE === undefined ? 'ignore' : 'inherit']
+      stdio: ['pipe', 'pipe', process.env.FAULTS_VERBOSE === undefined ? 'ignore' : 'inherit']
     })
   }
 

@@ -8,7 +8,7 @@
  * on the store channel (`degraded`, `restored`, `replicas`, `closed`), so the
  * harness times them on its own clock. `GET /__faults` (exempt from the limit)
  * answers the counts of those events and the live replicas as last counted.
- * Closes the app on SIGTERM.
+ * Closes the app on SIGTERM; exits when its stdin closes (the harness died).
  *
  * Clock skew (`config.skew`): before the plugin is loaded, `performance.now()`
  * and `Date.now()` are replaced by clocks `offsetMs` ahead running `rate` times
@@ -66,3 +66,5 @@ print({ type: 'listening', port: typeof address === 'object' && address !== null
 process.once('SIGTERM', () => {
   app.close().then(() => process.exit(0), () => process.exit(1))
 })
+// The harness holds stdin open: when it dies (a timeout, a crash), so does this replica.
+process.stdin.on('end', () => process.exit(0)).on('error', () => process.exit(0)).resume()

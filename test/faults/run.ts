@@ -42,6 +42,9 @@ async function runAll (cases: FaultCase[], startSentinel: Awaited<ReturnType<typ
   return results
 }
 
+// Ctrl-C: exit, so that cleanup.ts kills what the run started.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130))
+
 const started = performance.now()
 const startSentinel = await loadSentinel()
 if (startSentinel === undefined) console.log('test/redis-sentinel.ts is not built: the Sentinel failover case is left out')
