@@ -122,8 +122,9 @@ async function measureRun (run: Run, counted: boolean): Promise<RunResult> {
   const outcome = await inject(faultCase.fault, context)
   const endMs = Math.max(startMs + Math.max(MIN_WINDOW_S, AT_S + DURATION_S[faultCase.fault] + TAIL_S) * 1000, outcome.endMs + TAIL_S * 1000)
   await sleep(endMs - performance.now())
+  const windowEndMs = performance.now() // before the drain: answers after it do not count
   await load.stop()
-  return result(run, outcome, startMs, performance.now(), counted)
+  return result(run, outcome, startMs, windowEndMs, counted)
 }
 
 function result (run: Run, outcome: FaultOutcome, startMs: number, endMs: number, counted: boolean): RunResult {

@@ -7,7 +7,8 @@
  * Prints `{"type":"listening","port":N}` once listening, and one line per message
  * on the store channel (`degraded`, `restored`, `replicas`, `closed`), so the
  * harness times them on its own clock. `GET /__faults` (exempt from the limit)
- * answers the counts of those events and the live replicas as last counted.
+ * answers the counts of those events, the live replicas as last counted and
+ * this process's `performance.now()`.
  * Closes the app on SIGTERM; exits when its stdin closes (the harness died).
  *
  * Clock skew (`config.skew`): before the plugin is loaded, `performance.now()`
@@ -58,7 +59,8 @@ const app = Fastify()
 app.addHook('onClose', async () => { client.disconnect() })
 await app.register(tollgate, { store, edge: config.edge })
 app.get('/', async () => 'ok')
-app.get('/__faults', { config: { rateLimit: false } }, async () => ({ counts, liveReplicas: store.liveReplicas }))
+// `clock`: this process's performance.now(), skewed or not.
+app.get('/__faults', { config: { rateLimit: false } }, async () => ({ counts, liveReplicas: store.liveReplicas, clock: performance.now() }))
 await app.listen({ host: '127.0.0.1', port: 0 })
 const address = app.server.address()
 print({ type: 'listening', port: typeof address === 'object' && address !== null ? address.port : 0 })
