@@ -53,7 +53,7 @@ export const DURATION_S: Record<FaultKind, number> = {
   'kill-replica': 0,
   'skew': 0,
   'cpu': 5,
-  'sentinel-failover': 15
+  'sentinel-failover': 3 // the window waits for the failover anyway
 }
 
 /** Injects `kind` now; resolves when it ended. */
