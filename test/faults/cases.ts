@@ -35,11 +35,13 @@ export const ALL_CASES: FaultCase[] = [
   ...REDIS_FAULTS.map(([fault, bound]) => of('exact', 'local', fault, bound)),
   ...REDIS_FAULTS.map(([fault]) => of('exact', 'closed', fault, 'closed')),
   ...REDIS_FAULTS.map(([fault]) => of('replica-share', 'local', fault, 'replicaShare')),
-  ...REDIS_FAULTS.map(([fault]) => of('settle', 'local', fault, 'settle')),
+  // 'settle' uses Redis in the background only: the Redis faults' bounds, as 'exact' under failMode 'local'.
+  ...REDIS_FAULTS.map(([fault, bound]) => of('settle', 'local', fault, bound)),
   of('exact', 'local', 'proxy-cut', 'cutOff'),
   of('exact', 'closed', 'proxy-cut', 'closed'),
   of('replica-share', 'local', 'proxy-cut', 'replicaShare'),
-  of('settle', 'local', 'proxy-cut', 'settle'),
+  // Stated for 'exact'; applied to 'settle' as for the other Redis faults.
+  of('settle', 'local', 'proxy-cut', 'cutOff'),
   of('replica-share', 'local', 'scale-up', 'scaleUp'),
   of('settle', 'local', 'stop-replica', 'settle'),
   of('settle', 'local', 'kill-replica', 'settle'),
