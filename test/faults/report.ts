@@ -46,7 +46,7 @@ function row ({ faultCase, runs, error }: CaseResults): string {
 }
 
 /** The whole report, for docs/faults.md. */
-export function report (results: CaseResults[], meta: { date: string, minutes: number, lib: string }): string {
+export function report (results: CaseResults[], meta: { date: string, minutes: number, lib: string, notes: string[] }): string {
   return [
     '# Fault suite: what the edge admitted under faults',
     '',
@@ -67,6 +67,7 @@ export function report (results: CaseResults[], meta: { date: string, minutes: n
     '(the whole run); `cpu`: 3 busy-loop processes beside the replicas for 5 s, d = 0; `sentinel-failover`: the primary of a Sentinel',
     'group killed, d = kill to the new primary as Sentinel reports it.',
     '',
+    ...meta.notes.flatMap((note) => [note, '']),
     '| mode | failMode | fault | load | bound | bound value (median) | admitted min / median / max | other answers | recovery per run | failovers per run | result |',
     '|---|---|---|---|---|---|---|---|---|---|---|',
     ...results.map(row),
