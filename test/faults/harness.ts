@@ -14,7 +14,7 @@ import { Load } from './load.js'
 import { admittedIn, failovers, recoveryMs, statusCounts, unexpectedAnswers } from './measure.js'
 import { startReplicas, waitForCount, type ReplicaProcess, type StoreEvent } from './processes.js'
 import { TcpProxy } from './proxy.js'
-import type { SentinelGroup, StartSentinelGroup } from './sentinel.js'
+import { startSentinelGroup, type SentinelGroup } from './sentinel.js'
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -45,10 +45,9 @@ export interface RunResult {
 
 interface Backend { target: RedisTarget, redis: RedisServer | undefined, sentinel: SentinelGroup | undefined, stop: () => Promise<void> }
 
-async function backend (fault: FaultCase['fault'], startSentinel: StartSentinelGroup | undefined): Promise<Backend> {
+async function backend (fault: FaultCase['fault']): Promise<Backend> {
   if (fault === 'sentinel-failover') {
-    if (startSentinel === undefined) throw new Error('the sentinel case needs test/redis-sentinel.ts')
-    const group = await startSentinel({ downAfterMs: 1000, failoverTimeoutMs: 5000 })
+    const group = await startSentinelGroup({ downAfterMs: 1000, failoverTimeoutMs: 5000 })
     return { target: { sentinels: group.sentinels, name: group.name }, redis: undefined, sentinel: group, stop: () => group.stop() }
   }
   const redis = await startOnFreePort(() => ['--enable-debug-command', 'yes'])
@@ -99,11 +98,11 @@ class Run {
   }
 }
 
-/** Runs `faultCase` once; `startSentinel` for the Sentinel case. */
-export async function runCase (faultCase: FaultCase, startSentinel?: StartSentinelGroup): Promise<RunResult> {
+/** Runs `faultCase` once. */
+export async function runCase (faultCase: FaultCase): Promise<RunResult> {
   const run = new Run(faultCase)
   try {
-    run.backend = await backend(faultCase.fault, startSentinel)
+    run.backend = await backend(faultCase.fault)
     await run.addReplicas(DEFAULTS.replicas)
     const counted = await waitForCount(run.replicas, DEFAULTS.replicas)
     return await measureRun(run, counted)

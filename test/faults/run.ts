@@ -5,10 +5,9 @@
  */
 import { execFileSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
-import { ALL_CASES, SENTINEL_CASE, type FaultCase } from './cases.js'
+import { ALL_CASES, type FaultCase } from './cases.js'
 import { runCase } from './harness.js'
 import { report, type CaseResults } from './report.js'
-import { loadSentinel } from './sentinel.js'
 
 const RUNS = Number(process.env.FAULTS_RUNS ?? 3)
 const OUTPUT = process.env.FAULTS_OUTPUT ?? 'docs/faults.md'
@@ -21,14 +20,14 @@ function libVersion (): string {
   }
 }
 
-async function runAll (cases: FaultCase[], startSentinel: Awaited<ReturnType<typeof loadSentinel>>): Promise<CaseResults[]> {
+async function runAll (cases: FaultCase[]): Promise<CaseResults[]> {
   const results: CaseResults[] = []
   for (const [i, faultCase] of cases.entries()) {
     const entry: CaseResults = { faultCase, runs: [] }
     results.push(entry)
     for (let run = 1; run <= RUNS; run++) {
       try {
-        const result = await runCase(faultCase, startSentinel)
+        const result = await runCase(faultCase)
         entry.runs.push(result)
         const other = Object.keys(result.unexpected).length === 0 ? '' : ` other answers ${JSON.stringify(result.unexpected)}`
         console.log(`[${i + 1}/${cases.length}] ${faultCase.id} run ${run}: admitted ${result.admitted} / bound ${result.bound.toFixed(1)} ${result.passed ? 'ok' : 'BROKEN'}${other}` +
@@ -46,13 +45,10 @@ async function runAll (cases: FaultCase[], startSentinel: Awaited<ReturnType<typ
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130))
 
 const started = performance.now()
-const startSentinel = await loadSentinel()
-const notes = startSentinel === undefined ? ['**Left out:** the Sentinel failover case (test/redis-sentinel.ts was not built).'] : []
-for (const note of notes) console.log(note)
+const notes: string[] = []
 const only = process.env.FAULTS_ONLY
-const cases = [...ALL_CASES, ...(startSentinel === undefined ? [] : [SENTINEL_CASE])]
-  .filter((faultCase) => only === undefined || faultCase.id.includes(only))
-const results = await runAll(cases, startSentinel)
+const cases = ALL_CASES.filter((faultCase) => only === undefined || faultCase.id.includes(only))
+const results = await runAll(cases)
 const minutes = (performance.now() - started) / 60_000
 writeFileSync(OUTPUT, report(results, { date: new Date().toISOString(), minutes, lib: libVersion(), notes }))
 const broken = results.filter(({ runs, error }) => error !== undefined || runs.some((run) => !run.passed))
