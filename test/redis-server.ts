@@ -115,6 +115,11 @@ export class RedisServer {
     return this
   }
 
+  /** The server's process id while it runs. */
+  get pid (): number | undefined {
+    return this.process?.pid
+  }
+
   /** Kills the server at once (SIGKILL), as a crash would. */
   async kill (): Promise<void> {
     const child = this.process
@@ -123,6 +128,13 @@ export class RedisServer {
     const exited = new Promise((resolve) => child.once('exit', resolve))
     child.kill('SIGKILL')
     await exited
+  }
+
+  /** Kills the server (SIGKILL) and starts an empty one on the same port after `delayMs`: a crash that lost the data. */
+  async restartEmpty (delayMs: number): Promise<void> {
+    await this.kill()
+    await sleep(delayMs)
+    await this.start()
   }
 
   /** Freezes the server (SIGSTOP): its connections stay open and nothing answers, as on a stalled host. */
@@ -151,7 +163,7 @@ export class RedisServer {
 /**
  * Starts a redis-server on a free port, on another one if the port was taken
  * between the check and redis-server's bind (tests run in parallel). `config`:
- * see `RedisServer`.
+ * see `RedisServer`. Stop it yourself (`startRedis` stops it when its test ends).
  */
 export async function startOnFreePort (extraArgs: (port: number) => string[] = () => [], config?: string): Promise<RedisServer> {
   for (let attempt = 1; ; attempt++) {
