@@ -17,7 +17,7 @@
 import type { BucketPolicy } from '../../types/engine.js'
 import type { BucketDebit, BucketRequest, BucketSettlement } from '../../types/store.js'
 
-/** Takes debits in Redis: one settlement per debit, `tokens: NaN` where its call failed. */
+/** Takes debits in Redis: one settlement per debit, `tokens: NaN` where its call failed; never rejects. */
 export type Debit = (debits: readonly BucketDebit[]) => Promise<BucketSettlement[]>
 
 /** Most keys one flush sends: a long outage over many keys is charged over several answers, none holding the event loop long. */
@@ -68,9 +68,9 @@ export class ChargeBack {
     }
     for (const { key } of debits) this.spent.delete(key)
     if (debits.length === 0) return
-    const settlements = await this.debit(debits).catch(() => undefined)
+    const settlements = await this.debit(debits)
     debits.forEach(({ key, policy, spent }, i) => {
-      const tokens = settlements?.[i]?.tokens ?? NaN
+      const { tokens } = settlements[i] as BucketSettlement
       if (Number.isNaN(tokens)) this.owe(key, policy, spent)
       else this.charged({ key, policy, cost: spent }, tokens)
     })

@@ -34,11 +34,8 @@ export class LastLevels {
 
   /** Drops the tenth of the keys first noted. */
   private evict (): void {
-    let left = Math.max(1, Math.floor(this.maxKeys / 10))
-    for (const key of this.levels.keys()) {
-      this.levels.delete(key)
-      if (--left === 0) return
-    }
+    const keys = this.levels.keys() // in the order first noted; a Map's iterator goes on past a deletion
+    for (let left = Math.max(1, Math.floor(this.maxKeys / 10)); left > 0; left--) this.levels.delete(keys.next().value as string)
   }
 
   /**
