@@ -30,6 +30,8 @@ interface Spent {
 
 export class ChargeBack {
   private spent = new Map<string, Spent>()
+  /** Flushes sent and not answered yet. */
+  private sending = 0
 
   /** `debit` takes the debits; `charged` hears each bucket's level after its debit. */
   constructor (private readonly debit: Debit, private readonly charged: (bucket: BucketRequest, tokens: number) => void) {}
@@ -39,9 +41,19 @@ export class ChargeBack {
     return this.spent.size > 0
   }
 
+  /** Keys with spends waiting to be charged. */
+  get size (): number {
+    return this.spent.size
+  }
+
   /** `buckets` were admitted locally: each cost is owed to its shared bucket (whose policy is the one asked for). */
   add (buckets: readonly BucketRequest[]): void {
     for (const bucket of buckets) this.owe(bucket.key, bucket.policy, bucket.cost)
+  }
+
+  /** Whether no flush is on its way. */
+  get idle (): boolean {
+    return this.sending === 0
   }
 
   /** Tokens owed on `key`, not yet charged. */
@@ -68,7 +80,9 @@ export class ChargeBack {
     }
     for (const { key } of debits) this.spent.delete(key)
     if (debits.length === 0) return
+    this.sending++
     const settlements = await this.debit(debits)
+    this.sending--
     debits.forEach(({ key, policy, spent }, i) => {
       const { tokens } = settlements[i] as BucketSettlement
       if (Number.isNaN(tokens)) this.owe(key, policy, spent)

@@ -50,11 +50,20 @@ export class Fallback {
 
   /**
    * Sends what was admitted locally, to be charged before the call about to go
-   * (calls on a connection are taken in order): the request that finds Redis
-   * back is decided after the debit.
+   * (calls on a connection are taken in order): the probe that finds Redis back
+   * is decided after the debit.
+   */
+  chargeNow (): void {
+    void this.shares?.charge()
+  }
+
+  /**
+   * `chargeNow`, unless a charge is on its way: while some node is silent (a
+   * Cluster with one node frozen keeps the breaker closed), what it owes is not
+   * sent again with every call.
    */
   charge (): void {
-    void this.shares?.charge()
+    if (this.shares?.idle === true) void this.shares.charge()
   }
 
   /** Redis answers again after decisions made without it (or the breaker closed): logged once. */

@@ -77,19 +77,24 @@ export class Heartbeat {
     return this.beat('1').catch(() => {})
   }
 
-  /** Announces this replica (`leaving` '0') or its leaving ('1'); resolves with the live replicas. */
+  /**
+   * Announces this replica (`leaving` '0') or its leaving ('1'); resolves with the
+   * script's reply, bounded by the wait. A beat's reply is read even when its wait
+   * failed: a beat held in the client's offline queue reaches Redis after a restart,
+   * and it is the one that finds this replica's last beat gone.
+   */
   private beat (leaving: '0' | '1'): Promise<unknown> {
     const { client, command, calls, prefix, intervalMs } = this.options
-    const node = calls.nodeOf(REPLICAS_KEY)
-    return calls.wait(command.call(client, prefix + REPLICAS_KEY, this.replicaId, BEAT_LIFETIME_INTERVALS * intervalMs, leaving), node)
+    const call = command.call(client, prefix + REPLICAS_KEY, this.replicaId, BEAT_LIFETIME_INTERVALS * intervalMs, leaving)
+    if (leaving === '0') call.then((reply) => { if ((reply as unknown[])[1] === '1') this.lost() }, () => {})
+    return calls.wait(call, calls.nodeOf(REPLICAS_KEY))
   }
 
   /** Beats, and counts the live replicas (a failure keeps the last count, logged). */
   async count (): Promise<void> {
     await this.beat('0')
       .then((reply) => {
-        const [count, added] = reply as [unknown, unknown]
-        this.countFrom(Math.max(1, parseNumber(count)), added === '1')
+        this.countFrom(Math.max(1, parseNumber((reply as unknown[])[0])))
         this.options.counted()
       })
       .catch((error: unknown) => {
@@ -97,16 +102,18 @@ export class Heartbeat {
       })
   }
 
-  /** Takes `live` as the count, unless this replica's own beat was `lost`: then not below the last count, for a beat's lifetime. */
-  private countFrom (live: number, lost: boolean): void {
-    const nowMs = performance.now() // the beats' own time: they run on timers
-    if (lost && this.counting) {
-      // Two lifetimes: a replica whose client reconnects with a backoff may beat again late.
-      this.holdUntilMs = nowMs + 2 * BEAT_LIFETIME_INTERVALS * this.options.intervalMs
-      this.options.log.line('warn', 'heartbeat-lost', { liveReplicas: Math.max(live, this.liveReplicas) },
-        'fastify-tollgate: this replica\'s last heartbeat is gone from Redis (data lost or a long outage); keeping the replica count until every replica beat again')
-    }
-    this.liveReplicas = nowMs < this.holdUntilMs ? Math.max(live, this.liveReplicas) : live
+  /** A beat found this replica's own last beat gone: the count may not drop for two beat lifetimes (if this replica had counted before). */
+  private lost (): void {
+    if (!this.counting) return
+    // Two lifetimes: a replica whose client reconnects with a backoff may beat again late.
+    this.holdUntilMs = performance.now() + 2 * BEAT_LIFETIME_INTERVALS * this.options.intervalMs
+    this.options.log.line('warn', 'heartbeat-lost', { liveReplicas: this.liveReplicas },
+      'fastify-tollgate: this replica\'s last heartbeat is gone from Redis (data lost or a long outage); keeping the replica count until every replica beat again')
+  }
+
+  /** Takes `live` as the count, but while a lost beat holds it, not below the last count. */
+  private countFrom (live: number): void {
+    this.liveReplicas = performance.now() < this.holdUntilMs ? Math.max(live, this.liveReplicas) : live
     this.counting = true
   }
 }

@@ -133,7 +133,10 @@ export class RedisStore implements Store {
     const denial = this.denials?.lookup(buckets, nowMs)
     if (denial !== undefined) return denial
     if (!this.calls.allows(nowMs)) return this.fallback.degrade(buckets)
-    if (this.fallback.owing) this.fallback.charge()
+    if (this.fallback.owing) {
+      if (this.calls.state === 'probing') this.fallback.chargeNow() // this call is the probe: the debit goes first
+      else this.fallback.charge()
+    }
     this.denials?.sending(buckets)
     return this.batcher.add(buckets)
   }

@@ -9,8 +9,8 @@ import { tokensAt } from '../../engine/bucket.js'
 import type { BucketPolicy, BucketState } from '../../types/engine.js'
 import type { BucketRequest } from '../../types/store.js'
 
-/** Keys kept at most (about 100 bytes each). */
-export const LAST_LEVEL_KEYS = 50_000
+/** Keys kept at most (about 100 bytes each): as many as the local store keeps. */
+export const LAST_LEVEL_KEYS = 100_000
 
 export class LastLevels {
   private readonly levels = new Map<string, BucketState>()

@@ -25,6 +25,8 @@ export interface LocalSharesOptions {
   clock: () => number
   /** Takes what was admitted locally from the shared buckets (the settle script). */
   debit: Debit
+  /** Most keys with a local share at once (the local store's bound). Default 100 000. */
+  maxKeys?: number
 }
 
 /** How long `close()` waits for what is owed to be charged, in ms. */
@@ -38,7 +40,7 @@ export class LocalShares {
   private readonly started = new Set<string>()
 
   constructor (private readonly options: LocalSharesOptions) {
-    this.local = new MemoryStore({ clock: options.clock })
+    this.local = new MemoryStore({ clock: options.clock, maxKeys: options.maxKeys })
     this.owed = new ChargeBack(options.debit, (bucket, tokens) => { this.levels.note([bucket], [tokens], options.clock()) })
   }
 
@@ -54,6 +56,11 @@ export class LocalShares {
   /** Whether what was admitted locally is still to be charged. */
   get owing (): boolean {
     return this.owed.pending
+  }
+
+  /** Whether no charge is on its way. */
+  get idle (): boolean {
+    return this.owed.idle
   }
 
   /** Sends what is owed (see `ChargeBack.flush`). */
@@ -87,11 +94,19 @@ export class LocalShares {
     this.owed.forget(key)
   }
 
-  /** Charges what is owed (waiting at most `CLOSE_CHARGE_MS`), then stops the local store. */
+  /** Charges what is owed, flush after flush while they are taken (for at most `CLOSE_CHARGE_MS`), then stops the local store. */
   async close (): Promise<void> {
     let timer: NodeJS.Timeout | undefined
-    const waited = new Promise<void>((resolve) => { timer = setTimeout(resolve, CLOSE_CHARGE_MS) })
-    await Promise.race([this.owed.flush(), waited])
+    let late = false
+    const waited = new Promise<void>((resolve) => { timer = setTimeout(() => { late = true; resolve() }, CLOSE_CHARGE_MS) })
+    const chargeAll = async (): Promise<void> => {
+      // A flush whose debits were not taken leaves them owed: it stops there, Redis is not answering.
+      for (let left = this.owed.size; left > 0 && !late; left = this.owed.size) {
+        await this.owed.flush()
+        if (this.owed.size >= left) return
+      }
+    }
+    await Promise.race([chargeAll(), waited])
     clearTimeout(timer)
     this.local.close()
   }
@@ -109,6 +124,8 @@ export class LocalShares {
 
   /** Starts `local`, the share of `bucket`, where `LastLevels.shareAt` says: a full share less that, taken. */
   private start (bucket: BucketRequest, local: BucketRequest): void {
+    // Bounded like the local store; a key started again starts from its level less what it owes, as the first time.
+    if (this.started.size >= this.local.maxKeys) this.started.clear()
     this.started.add(bucket.key)
     this.local.reset(bucket.key)
     const { policy } = local

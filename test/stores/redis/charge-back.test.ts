@@ -7,8 +7,10 @@
 import t from 'tap'
 import { unshared } from '../../../lib/engine/share.js'
 import { ChargeBack, FLUSH_KEYS } from '../../../lib/stores/redis/charge-back.js'
+import { Fallback } from '../../../lib/stores/redis/fallback.js'
+import { OutageLog } from '../../../lib/stores/redis/outage-log.js'
 import { LastLevels } from '../../../lib/stores/redis/last-levels.js'
-import { LocalShares } from '../../../lib/stores/redis/local-shares.js'
+import { CLOSE_CHARGE_MS, LocalShares } from '../../../lib/stores/redis/local-shares.js'
 import type { BucketDebit, BucketRequest, BucketSettlement } from '../../../lib/types/store.js'
 
 const POLICY = { capacity: 30, refillPerSecond: 1 }
@@ -79,4 +81,71 @@ t.test('an unshared bucket (a penalty) is decided whole on the fallback and owes
   t.equal(decision.policies?.[0]?.capacity, 12, 'the quota: 30 × 1.2 / 3')
   t.ok(shares.owing, 'the quota bucket is owed')
   await shares.close()
+})
+
+t.test('while a charge is on its way, charge() sends nothing more; chargeNow() (before a probe) does', async (t) => {
+  const calls: BucketDebit[][] = []
+  let release = (): void => {}
+  const debit = async (debits: readonly BucketDebit[]): Promise<BucketSettlement[]> => {
+    calls.push([...debits])
+    await new Promise<void>((resolve) => { release = resolve })
+    return debits.map(() => ({ tokens: 0, reserved: 0 }))
+  }
+  const fallback = new Fallback({ failMode: 'local', fallbackHeadroom: 0.2, liveReplicas: () => 1, clock: () => 0, log: new OutageLog(10_000), debit })
+  t.ok(fallback.degrade([bucket('a')]).allowed)
+  fallback.charge()
+  t.equal(calls.length, 1, 'sent')
+  t.ok(fallback.degrade([bucket('a')]).allowed)
+  fallback.charge()
+  fallback.answered()
+  t.equal(calls.length, 1, 'not again while the first is on its way (a silent node would take every call\'s flush)')
+  fallback.chargeNow()
+  t.equal(calls.length, 2, 'before a probe it goes at once')
+  release()
+  await new Promise((resolve) => setImmediate(resolve))
+  t.notOk(fallback.owing)
+  await fallback.close()
+})
+
+t.test('close() charges everything owed, flush after flush; past maxKeys shares start again from level less owed', async (t) => {
+  const { calls, debit } = ledger()
+  const shares = new LocalShares({ fallbackHeadroom: 0.2, liveReplicas: () => 1, clock: () => 0, debit, maxKeys: 10 })
+  for (let i = 0; i < FLUSH_KEYS + 5; i++) shares.consume([bucket(`k${i}`)])
+  await shares.close()
+  t.equal(calls.reduce((sum, call) => sum + call.length, 0), FLUSH_KEYS + 5, 'every key charged, over two flushes')
+  t.equal(calls.length, 2)
+  t.notOk(shares.owing)
+})
+
+t.test('close() stops at a flush that is not taken', async (t) => {
+  const keys = new Set(['a', 'b'])
+  const { calls, debit } = ledger(keys)
+  const shares = new LocalShares({ fallbackHeadroom: 0.2, liveReplicas: () => 1, clock: () => 0, debit })
+  shares.consume([bucket('a')])
+  shares.consume([bucket('b')])
+  await shares.close()
+  t.equal(calls.length, 1, 'one flush: Redis does not take it, so no second')
+  t.ok(shares.owing)
+})
+
+t.test('a key started again after the started set was cleared starts from its level less what it owes', async (t) => {
+  const { debit } = ledger()
+  const shares = new LocalShares({ fallbackHeadroom: 0, liveReplicas: () => 1, clock: () => 0, debit, maxKeys: 2 })
+  shares.decided([bucket('a')], [5])
+  for (let i = 0; i < 3; i++) t.ok(shares.consume([bucket('a')]).allowed, `a: ${i + 1} of the 5 left`)
+  shares.consume([bucket('x')])
+  shares.consume([bucket('y')]) // the set is full: it starts over, a with it
+  const again = shares.consume([bucket('a')])
+  t.ok(again.allowed)
+  t.equal(again.tokens[0], 1, 'restarted at 5 − 3 owed, then one more taken: 1 left, not a fresh 30')
+  await shares.close()
+})
+
+t.test('close() waits at most CLOSE_CHARGE_MS for a charge Redis does not answer', async (t) => {
+  const shares = new LocalShares({ fallbackHeadroom: 0.2, liveReplicas: () => 1, clock: () => 0, debit: async () => await new Promise<BucketSettlement[]>(() => {}) })
+  shares.consume([bucket('a')])
+  const started = performance.now()
+  await shares.close()
+  const waited = performance.now() - started
+  t.ok(waited >= CLOSE_CHARGE_MS - 5 && waited < CLOSE_CHARGE_MS + 500, `closed after ${waited.toFixed(0)} ms`)
 })

@@ -11,8 +11,8 @@ import { requireRedis, startRedis, type RedisServer } from '../../redis-server.j
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 const INTERVAL_MS = 100
 
-async function replica (t: Test, server: RedisServer): Promise<{ store: RedisStore, client: Redis }> {
-  const client = new Redis({ port: server.port, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => 20 })
+async function replica (t: Test, server: RedisServer, offlineQueue = false): Promise<{ store: RedisStore, client: Redis }> {
+  const client = new Redis({ port: server.port, enableOfflineQueue: offlineQueue, maxRetriesPerRequest: offlineQueue ? null : 0, retryStrategy: () => 20 })
   client.on('error', () => {})
   const store = redisStore({ client, heartbeatIntervalMs: INTERVAL_MS, timeoutMs: 200 })
   await store.ready()
@@ -20,8 +20,8 @@ async function replica (t: Test, server: RedisServer): Promise<{ store: RedisSto
   return { store, client }
 }
 
-async function threeReplicas (t: Test, server: RedisServer): Promise<RedisStore[]> {
-  const stores = [(await replica(t, server)).store, (await replica(t, server)).store, (await replica(t, server)).store]
+async function threeReplicas (t: Test, server: RedisServer, offlineQueue = false): Promise<RedisStore[]> {
+  const stores = [(await replica(t, server, offlineQueue)).store, (await replica(t, server, offlineQueue)).store, (await replica(t, server, offlineQueue)).store]
   const deadline = performance.now() + 3000
   while (stores.some((store) => store.liveReplicas !== 3) && performance.now() < deadline) await sleep(10)
   return stores
@@ -46,6 +46,16 @@ if (requireRedis(t)) {
     await server.start() // the same port, no data
     // The first replica to beat after the restart finds only itself in the set; it keeps 3.
     t.equal(await lowestCount(stores, 8 * INTERVAL_MS), 3, 'every count stayed at 3 for 8 intervals after the restart')
+  })
+
+  t.test('Redis down 600 ms then restarted empty, clients with an offline queue: the held beats do not hide the loss', async (t) => {
+    const server = await startRedis(t)
+    const stores = await threeReplicas(t, server, true)
+    t.same(stores.map((store) => store.liveReplicas), [3, 3, 3])
+    await server.kill()
+    await sleep(600) // beats time out meanwhile and wait in the clients' queues; they reach the new Redis first
+    await server.start()
+    t.equal(await lowestCount(stores, 8 * INTERVAL_MS), 3, 'every count stayed at 3')
   })
 
   t.test('a replica that dies stays counted at most four intervals, then the count drops', async (t) => {
