@@ -14,7 +14,7 @@ const OUTPUT = process.env.FAULTS_OUTPUT ?? 'docs/faults.md'
 
 function libVersion (): string {
   try {
-    return execFileSync('git', ['log', '-1', '--format=%h %s', '--', 'lib'], { encoding: 'utf8' }).trim().slice(0, 80)
+    return execFileSync('git', ['log', '-1', '--format=%h (%cs)', '--', 'lib'], { encoding: 'utf8' }).trim()
   } catch {
     return 'unknown'
   }
