@@ -10,6 +10,7 @@ import { performance } from 'node:perf_hooks'
 import type { TollgateOptions } from './types/options.js'
 import { checkOptions } from './config/options.js'
 import { isLocalStore } from './config/store.js'
+import { tierAboveEdge } from './config/tier-above-edge.js'
 import { claimStore, trustProxyOption, Warnings } from './output/warnings.js'
 import { allowTest } from './layers/allow-list.js'
 import { createAppHook, type AppHookContext } from './layers/app.js'
@@ -41,7 +42,7 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
   const routes = new RouteTable(settings, warnings)
   const allowed = settings.allowList === undefined
     ? undefined
-    : allowTest(settings.allowList, { perConnection, log: fastify.log, now: () => performance.now() })
+    : allowTest(settings.allowList, { perConnection, log: fastify.log, now: () => performance.now(), lookups: settings.lookups })
   const context = { settings, routes, warnings, perConnection, allowed }
   if (edge !== undefined) fastify.addHook('onRequest', createEdgeHook(context, edge))
   const appContext: AppHookContext | undefined = app === undefined ? undefined : { ...context, app, keys: appKeys(edge?.ipv6Subnet ?? 64, perConnection) }
@@ -57,6 +58,8 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
       if (route !== false && route.quota !== undefined) routeQuotas.set(route.bucket, route.quota)
       if (route !== false && route.app && appContext !== undefined) {
         attachAppHook(routeOptions, appContext.app.hook, createAppHook(appContext, route))
+        const above = warnings.armed('TOLLGATE_TIER_ABOVE_EDGE') ? tierAboveEdge(route, appContext.app) : undefined
+        if (above !== undefined) warnings.warn('TOLLGATE_TIER_ABOVE_EDGE', { ...above })
       }
     } catch (error) {
       // Reported by ready(), wherever the route was declared.

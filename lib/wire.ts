@@ -15,6 +15,7 @@ import { SettlingEdge } from './stores/settling/index.js'
 import type { EdgeSettings, Settings } from './layers/context.js'
 import { IdentityQuotas } from './layers/identity-quota.js'
 import { edgeKeys } from './layers/keys.js'
+import { Lookups } from './layers/lookup.js'
 import { outcomeOf } from './layers/outcome.js'
 import { Penalties } from './layers/penalty.js'
 
@@ -37,7 +38,8 @@ export function wire (plan: Plan, log: FastifyBaseLogger): Wired {
     : { ...plan.app, identityQuotas: plan.app.maxQuota === undefined ? undefined : new IdentityQuotas(plan.app.maxQuota, plan.quotaShare) }
   const penalties = new Penalties(store, () => log, store.localClock)
   const shadowCounter = plan.shadow ? new ShadowCounter(plan.shadowReport.minutes, plan.shadowReport.keys, clock) : undefined
-  const settings: Settings = { ...plan, store, edge, app, outcome: outcomeOf(plan.shadow), penalties, shadowCounter }
+  const lookups = new Lookups(plan.asyncTimeoutMs, log, clock)
+  const settings: Settings = { ...plan, store, edge, app, outcome: outcomeOf(plan.shadow), penalties, shadowCounter, lookups }
   return {
     settings,
     close: async () => {

@@ -11,7 +11,7 @@ import { ALLOW_LIST_OPTIONS, keysOf } from './rows.js'
 export interface AllowListSettings {
   /** The addresses and ranges on the list; `undefined` without addresses. */
   addresses: BlockList | undefined
-  match: ((request: FastifyRequest) => boolean) | undefined
+  match: ((request: FastifyRequest) => boolean | PromiseLike<boolean>) | undefined
 }
 
 /** Validates `allowList` (throws `TOLLGATE_INVALID_OPTION` naming the bad entry). */

@@ -16,6 +16,9 @@ import { checkStore, PENALTY_NEEDS_REFUND } from './store.js'
 
 const OPTION_KEYS = keysOf(PLUGIN_OPTIONS)
 
+/** The longest `asyncTimeoutMs`: a request waits for a user function's promise at most this long. */
+export const MAX_ASYNC_TIMEOUT_MS = 60_000
+
 /** Validates the plugin options (throws `TOLLGATE_INVALID_OPTION`). */
 export function checkOptions (value: unknown): Plan {
   const fail = failOption
@@ -42,7 +45,8 @@ export function checkOptions (value: unknown): Plan {
   const onLimit = options.onLimit === undefined ? undefined : checkFunction<Plan['onLimit']>(fail, 'onLimit', options.onLimit)
   const allowList = checkAllowList(options.allowList)
   const shadowReport = checkShadowReport(options.shadowReport)
-  return { store, quotaShare, refunds, headers, shadow, onLimit, edge, app, allowList, warnings: checkWarnings(options.warnings), shadowReport }
+  const asyncTimeoutMs = checkInteger(fail, 'asyncTimeoutMs', options.asyncTimeoutMs ?? 1000, 1, MAX_ASYNC_TIMEOUT_MS)
+  return { store, quotaShare, refunds, headers, shadow, onLimit, edge, app, allowList, warnings: checkWarnings(options.warnings), shadowReport, asyncTimeoutMs }
 }
 
 function checkShadowReport (value: unknown): { minutes: number, keys: number } {

@@ -6,7 +6,7 @@
 import type { FastifyRequest } from 'fastify'
 import type { LimitDecision } from '../types/decision.js'
 import type { AppHookName, EdgeMode, HeaderStyle, Identity, WarningCode } from '../types/options.js'
-import type { RouteCost } from '../types/route.js'
+import type { RouteCost, RouteEdgeKey } from '../types/route.js'
 import type { BucketPolicy } from '../types/engine.js'
 import type { Store } from '../types/store.js'
 import type { NamedPolicy } from '../output/headers.js'
@@ -37,7 +37,7 @@ export interface AppPlan {
   tiers: Record<string, readonly TierLimit[]>
   /** The tier of requests with no verified identity: `anonymous` when configured, else `default`. */
   anonymousTier: string
-  identify: ((request: FastifyRequest) => Identity | undefined) | undefined
+  identify: ((request: FastifyRequest) => Identity | undefined | PromiseLike<Identity | undefined>) | undefined
   /** `app.maxQuota`: the largest quota an identity may carry; `undefined`: identities' quotas are ignored. */
   maxQuota: BucketPolicy | undefined
   /** The claim of `request.user` the default `identify` reads a quota from. */
@@ -69,6 +69,8 @@ export interface Plan extends RouteCheckContext {
   warnings: ReadonlySet<WarningCode>
   /** `shadowReport`, checked: what the shadow counter keeps (used in shadow mode). */
   shadowReport: { minutes: number, keys: number }
+  /** `asyncTimeoutMs`: the longest wait for a promise a user function returned. */
+  asyncTimeoutMs: number
 }
 
 /** A route's `config.rateLimit`, checked. */
@@ -80,10 +82,17 @@ export interface RoutePlan {
   cost: RouteCost
   /** Tier name → the route's own limits (one named `route` for a quota of one policy); `undefined` without a route quota. */
   quota: Record<string, readonly TierLimit[]> | undefined
-  /** The edge's buckets for this route (the client's, then the route's own), in header order; empty when the edge leaves it alone. */
+  /**
+   * The edge's buckets for this route (the client's unless `replace`, then the
+   * route's own), in header order; empty when the edge leaves it alone.
+   */
   edgeBuckets: readonly NamedPolicy[]
   /** The route's own edge bucket, named `edge-route`; `undefined` without one. */
   edgeQuota: NamedPolicy | undefined
+  /** Who the route's own edge bucket is kept for (`rateLimit.edge.key`, default `'edge'`). */
+  edgeKey: RouteEdgeKey
+  /** `rateLimit.replace`: the route's own buckets instead of the layers'. */
+  replace: boolean
   /** Whether the app layer applies to this route. */
   app: boolean
   /** The route's own penalty (keyed per route); `false`: none here; `undefined`: each layer's own. */

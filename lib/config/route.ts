@@ -3,7 +3,7 @@
  * names are in output/route-names.ts).
  */
 import type { RouteOptions } from 'fastify'
-import type { RouteCost } from '../types/route.js'
+import type { RouteCost, RouteEdgeKey } from '../types/route.js'
 import { InvalidRouteConfigError } from '../output/errors.js'
 import { namedPolicy, type NamedPolicy } from '../output/headers.js'
 import { checkKnownKeys, checkNumber, checkObject, checkPolicy, describe, expected, type Fail } from './check.js'
@@ -13,6 +13,9 @@ import { keysOf, ROUTE_OPTIONS } from './rows.js'
 import type { EdgePlan, RouteCheckContext, RoutePlan } from './plan.js'
 import { PENALTY_NEEDS_REFUND } from './store.js'
 import { routeBucket, routeName } from '../output/route-names.js'
+
+/** `rateLimit.edge`'s options besides its policy (`capacity`, `refillPerSecond`), which `checkPolicy` knows. */
+const ROUTE_EDGE_KEYS = keysOf(ROUTE_OPTIONS, 'edge')
 
 /** Fails with `TOLLGATE_INVALID_ROUTE_CONFIG`, naming the route. */
 type RouteFail = Fail
@@ -39,8 +42,14 @@ export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'u
   if (app === undefined && namesApp) {
     fail('`rateLimit.app`, `rateLimit.cost` and `rateLimit.quota` need the app layer, which is disabled (set the `app` option)')
   }
+  if (config.replace !== undefined && typeof config.replace !== 'boolean') expected(fail, 'rateLimit.replace', 'a boolean', config.replace)
+  const replace = config.replace === true
+  if (replace && (config.edge === undefined || config.edge === false) && config.quota === undefined) {
+    fail('`rateLimit.replace` replaces the layers\' buckets with the route\'s own: give the route `rateLimit.edge` (a policy) or `rateLimit.quota`')
+  }
   const edgeQuota = checkRouteEdge(fail, config.edge, edge, plan.quotaShare)
-  const edgeBuckets = config.edge === false || edge === undefined ? [] : [edge.bucket, edgeQuota].filter((b) => b !== undefined)
+  const edgeKey = edgeQuota === undefined ? 'edge' : checkRouteEdgeKey(fail, (config.edge as Record<string, unknown>).key)
+  const edgeBuckets = config.edge === false || edge === undefined ? [] : [replace ? undefined : edge.bucket, edgeQuota].filter((b) => b !== undefined)
   const penalty = config.penalty === undefined ? undefined : config.penalty === false ? false as const : checkPenalty(fail, 'rateLimit.penalty', config.penalty)
   if (penalty !== undefined && penalty !== false) {
     if (!plan.refunds) fail(PENALTY_NEEDS_REFUND)
@@ -48,9 +57,13 @@ export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'u
       fail(`Expected \`rateLimit.penalty\` on a route the edge limits with \`edge.mode: 'exact'\` (the penalty is kept in the shared store), got \`edge.mode: '${edge.mode}'\` (or give the route \`edge: false\`)`)
     }
   }
-  const settled = { route, bucket, edgeBuckets, edgeQuota, app: app !== undefined && config.app !== false && (app.global || namesApp), penalty }
+  // Under `replace`, a layer without a bucket of the route's own leaves the route alone.
+  const appHere = app !== undefined && config.app !== false && (replace ? config.quota !== undefined : app.global || namesApp)
+  const settled = { route, bucket, edgeBuckets, edgeQuota, edgeKey, replace, app: appHere, penalty }
   if (app === undefined) return { ...settled, cost: 1, quota: undefined }
-  return { ...settled, cost: checkRouteCost(fail, config.cost ?? 1, app.tiers), quota: checkRouteQuota(fail, config.quota, app.tiers, plan.quotaShare) }
+  const quota = checkRouteQuota(fail, config.quota, app.tiers, plan.quotaShare)
+  // Under `replace`, the cost is charged to the route's quota, which must hold it.
+  return { ...settled, cost: checkRouteCost(fail, config.cost ?? 1, replace && quota !== undefined ? quota : app.tiers), quota }
 }
 
 /** `rateLimit.cost`: a function, or a number within the capacity of every tier (as configured). */
@@ -101,5 +114,11 @@ function checkRouteEdge (fail: Fail, value: unknown, edge: EdgePlan | undefined,
     fail('`rateLimit.edge` needs the edge layer, which is disabled (set the `edge` option; `edge: { global: false }` runs it only for routes with their own `rateLimit.edge`)')
   }
   if (value === true) expected(fail, 'rateLimit.edge', 'false or a policy { capacity, refillPerSecond }', value)
-  return namedPolicy('edge-route', share(fail, 'rateLimit.edge', checkPolicy(fail, 'rateLimit.edge', value), quotaShare))
+  return namedPolicy('edge-route', share(fail, 'rateLimit.edge', checkPolicy(fail, 'rateLimit.edge', value, ROUTE_EDGE_KEYS), quotaShare))
+}
+
+/** `rateLimit.edge.key`: `'edge'` (default), `'ip'` or a function of the request. */
+function checkRouteEdgeKey (fail: Fail, value: unknown): RouteEdgeKey {
+  if (value === undefined || value === 'edge' || value === 'ip' || typeof value === 'function') return (value ?? 'edge') as RouteEdgeKey
+  return expected(fail, 'rateLimit.edge.key', "'edge', 'ip' or a function of the request", value)
 }

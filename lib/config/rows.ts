@@ -29,6 +29,7 @@ export const PLUGIN_OPTIONS: readonly OptionRow[] = [
   row('shadowReport', '{ minutes?, keys? }', '{ minutes: 10, keys: 1000 }', 'what the shadow report keeps'),
   row('onLimit', '(request, decision) => void', 'none', 'called on every refusal'),
   row('warnings', 'false or { [code]: boolean }', 'all on', 'the misconfiguration warnings'),
+  row('asyncTimeoutMs', 'integer ms, 1 to 60 000', '1000', 'the longest wait for a promise from your functions'),
   row('edge.capacity', 'number from 1 to 1e12', 'required', 'burst, in tokens'),
   row('edge.refillPerSecond', 'number from 0 to 1e12', 'required', 'tokens per second'),
   row('edge.key', '(request) => unknown', 'client IP', "the client's identity at the edge"),
@@ -51,9 +52,11 @@ export const PLUGIN_OPTIONS: readonly OptionRow[] = [
 export const ROUTE_OPTIONS: readonly OptionRow[] = [
   row('cost', 'number or (request) => number', '1', "tokens taken from the user's main bucket"),
   row('quota', '{ default, [tier]: quota }', 'none', "the route's own bucket per user"),
-  row('edge', '{ capacity, refillPerSecond } or false', 'none', "false: the edge leaves the route alone; a policy: the route's own edge bucket"),
+  row('edge', '{ capacity, refillPerSecond, key? } or false', 'none', "false: the edge leaves the route alone; a policy: the route's own edge bucket"),
   row('app', 'boolean', 'true', 'false: the app layer leaves the route alone'),
-  row('penalty', '{ after, withinSeconds, seconds, status? } or false', 'none', "the route's own penalty")
+  row('penalty', '{ after, withinSeconds, seconds, status? } or false', 'none', "the route's own penalty"),
+  row('replace', 'boolean', 'false', "true: the route's own buckets instead of the layers'"),
+  row('edge.key', "'edge' | 'ip' | (request) => unknown", "'edge'", "the identity the route's edge bucket is kept by")
 ]
 
 /** `memoryStore(options)`. */

@@ -9,7 +9,8 @@ import type { AllowListSettings } from '../config/allow-list.js'
 import { ThrottledLog } from '../output/throttled-log.js'
 import { memoize, ofClientAddress } from './key-cache.js'
 import { plainAddress } from './keys.js'
-import { returnedPromise } from './promises.js'
+import { isThenable } from './promises.js'
+import type { Lookups } from './lookup.js'
 
 /** How often a predicate that throws is logged, at most: once per minute (ms). */
 export const MATCH_ERROR_LOG_INTERVAL_MS = 60_000
@@ -21,6 +22,8 @@ export interface AllowTestContext {
   log: FastifyBaseLogger
   /** A clock in ms, for the throttled log. */
   now: () => number
+  /** Awaits a predicate's promise. */
+  lookups: Lookups
 }
 
 /** Whether the client address `ip` is on `list`. */
@@ -33,11 +36,11 @@ function onList (list: BlockList): (ip: string) => boolean {
 
 /**
  * Whether `request` is on the list: its address first (the answer cached per
- * connection or address), then the predicate. A predicate that throws or returns
- * anything but `true` does not allow; a throw is logged at most once per
- * MATCH_ERROR_LOG_INTERVAL_MS.
+ * connection or address), then the predicate, awaited when it returns a promise.
+ * A predicate that throws, rejects, is late or answers anything but `true` does
+ * not allow; a throw is logged at most once per MATCH_ERROR_LOG_INTERVAL_MS.
  */
-export function allowTest (settings: AllowListSettings, context: AllowTestContext): (request: FastifyRequest) => boolean {
+export function allowTest (settings: AllowListSettings, context: AllowTestContext): (request: FastifyRequest) => boolean | Promise<boolean> {
   const { match } = settings
   const addressOf = settings.addresses === undefined ? undefined : ofClientAddress(memoize(onList(settings.addresses)), context.perConnection)
   const throws = new ThrottledLog(MATCH_ERROR_LOG_INTERVAL_MS, context.now)
@@ -46,11 +49,11 @@ export function allowTest (settings: AllowListSettings, context: AllowTestContex
     if (match === undefined) return false
     try {
       const answer = match(request)
-      if (returnedPromise(answer)) throw new Error('allowList.match returned a promise: it must answer synchronously')
+      if (isThenable(answer)) return context.lookups.wait('allowList', answer).then((settled) => settled === true)
       return answer === true
     } catch (error) {
       throws.log((since) => {
-        context.log.error({ err: error, since }, 'fastify-tollgate: allowList.match threw or returned a promise; the request is limited as usual (logged once a minute; `since`: throws not logged since the last line)')
+        context.log.error({ err: error, since }, 'fastify-tollgate: allowList.match threw; the request is limited as usual (logged once a minute; `since`: throws not logged since the last line)')
       })
       return false
     }

@@ -3,24 +3,28 @@
  * `onRoute`, after the route's own hooks of its kind, so that authentication
  * placed in a route-level hook has run. Takes the route's cost from the user's
  * bucket and, for a route with a quota, one token from the route's own bucket,
- * all or nothing.
+ * all or nothing (under `rateLimit.replace`, the cost from the route's own alone).
+ * The allow-list, `identify` and the cost may answer with a promise, awaited
+ * (lookup.ts); when they answer at once, nothing is awaited.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { BucketRequest } from '../types/store.js'
 import { overdraws } from '../engine/share.js'
-import { InvalidCostError } from '../output/errors.js'
+import { InvalidCostError, LookupFailedError } from '../output/errors.js'
+import type { Warnings } from '../output/warnings.js'
 import { HeaderLayout, type NamedPolicy } from '../output/headers.js'
 import { describe } from '../config/check.js'
 import { capacityOf, type TierLimit } from '../config/limits.js'
-import type { AppSettings, HookContext } from './context.js'
+import type { AppSettings, HookContext, Settings } from './context.js'
 import type { IdentityQuota, IdentityQuotas } from './identity-quota.js'
 import type { AppKeys } from './keys.js'
 import { addPenaltyBuckets, stepPenalty } from './penalty.js'
-import { requester } from './requester.js'
+import { identityOf, requester, type Requester } from './requester.js'
 import type { RouteSettings } from './routes.js'
 import type { Done } from './outcome.js'
-import { runStep } from './step.js'
-import { returnedPromise } from './promises.js'
+import { runStep, type RequestStep } from './step.js'
+import { isThenable } from './promises.js'
+import { LOOKUP_FAILED } from './lookup.js'
 
 export type Hook = (request: FastifyRequest, reply: FastifyReply, done: Done) => void
 
@@ -30,8 +34,9 @@ export interface AppHookContext extends HookContext {
   keys: AppKeys
 }
 
-/** The route's cost for this request, or the error to fail it with. */
-function costOf (request: FastifyRequest, route: RouteSettings, capacity: number, tier: string): number | Error {
+/** The route's cost for this request, or the error to fail it with; a promise of either when the cost function answers later. */
+function costOf (at: AppRoute, request: FastifyRequest, capacity: number, tier: string): number | Error | Promise<number | Error> {
+  const { route } = at
   if (typeof route.cost === 'number') return route.cost
   let cost: unknown
   try {
@@ -39,7 +44,16 @@ function costOf (request: FastifyRequest, route: RouteSettings, capacity: number
   } catch (error) {
     return new InvalidCostError(route.route, 'the cost function threw', { cause: error })
   }
-  if (returnedPromise(cost)) return new InvalidCostError(route.route, 'the cost function returned a promise; it must return a number synchronously')
+  if (isThenable(cost)) {
+    return at.settings.lookups.wait('rateLimit.cost', cost).then((settled) => settled === LOOKUP_FAILED
+      ? new LookupFailedError('rateLimit.cost')
+      : checkedCost(route, settled, capacity, tier))
+  }
+  return checkedCost(route, cost, capacity, tier)
+}
+
+/** A cost function's answer `cost`, or the error to fail the request with. */
+function checkedCost (route: RouteSettings, cost: unknown, capacity: number, tier: string): number | Error {
   if (typeof cost !== 'number' || !Number.isFinite(cost) || cost < 0) {
     return new InvalidCostError(route.route, `the cost function returned ${describe(cost)}; expected a finite number ≥ 0`)
   }
@@ -49,48 +63,95 @@ function costOf (request: FastifyRequest, route: RouteSettings, capacity: number
   return cost
 }
 
+/** What the app hook of one route runs with. */
+interface AppRoute {
+  settings: Settings
+  app: AppSettings
+  keys: AppKeys
+  warnings: Warnings
+  route: RouteSettings
+  /** Under a quota share, a cost above the share but within the whole quota overdraws it (engine/share.ts). */
+  shared: boolean
+  tiers: Map<string, TierStep>
+  ownStep: (quota: IdentityQuota, tier: string) => TierStep | string
+}
+
 /** The app hook of `route`. */
 export function createAppHook (context: AppHookContext, route: RouteSettings): Hook {
   const { settings, app, keys, warnings, allowed } = context
   const checkForwarded = settings.edge === undefined // else the edge hook checks
-  // Under a quota share, a cost above the share but within the whole quota overdraws it (engine/share.ts).
-  const shared = settings.quotaShare < 1
   const tiers = new Map<string, TierStep>()
   for (const tier of Object.keys(app.tiers)) {
-    tiers.set(tier, tierStep(app.tiers[tier] as readonly TierLimit[], routeLimits(route, tier)))
+    // Under `replace`, the route's quota is the main bucket, charged the route's cost.
+    tiers.set(tier, route.replace ? tierStep(routeLimits(route, tier) as readonly TierLimit[], undefined) : tierStep(app.tiers[tier] as readonly TierLimit[], routeLimits(route, tier)))
   }
-  const ownStep = ownSteps(route)
+  const at: AppRoute = { settings, app, keys, warnings, route, shared: settings.quotaShare < 1, tiers, ownStep: ownSteps(route) }
+  const identify = (request: FastifyRequest, reply: FastifyReply, done: Done): void => {
+    const identity = identityOf(request, app)
+    if (isThenable(identity)) {
+      void settings.lookups.wait('app.identify', identity).then((settled) => { decide(at, requester(request, settled, app, warnings), request, reply, done) })
+    } else {
+      decide(at, requester(request, identity, app, warnings), request, reply, done)
+    }
+  }
   return function tollgateApp (request, reply, done) {
     if (checkForwarded) warnings.checkForwarded(request)
-    if (allowed !== undefined && allowed(request)) {
-      done()
-      return
-    }
-    let who = requester(request, app, warnings)
-    if (warnings.anonymousLeft > 0) warnings.sawRequester(who.kind === 'ip')
-    let tier = tiers.get(who.tier) as TierStep
-    if (who.quota !== undefined) {
-      const own = ownStep(who.quota, who.tier)
-      if (typeof own === 'string') {
-        (app.identityQuotas as IdentityQuotas).refused(request, who.id, own)
-        who = { ...who, quota: undefined }
-      } else {
-        tier = own
+    if (allowed !== undefined) {
+      const allow = allowed(request)
+      if (allow === true) {
+        done()
+        return
+      }
+      if (allow !== false) {
+        void allow.then((yes) => { if (yes) done(); else identify(request, reply, done) })
+        return
       }
     }
-    // A cost above an identity's own quota is no server bug: the store refuses it (it never passes).
-    const cost = costOf(request, route, who.quota === undefined ? tier.capacity : Infinity, who.tier)
-    if (cost instanceof Error) {
-      done(cost)
-      return
-    }
-    const key = who.kind === 'user' ? keys.user(who.id) : keys.address(request)
-    const buckets = stepBuckets(tier, key, cost, shared)
-    if (tier.layout.buckets.length > tier.main) addRouteBuckets(buckets, tier, keys.route(who, request, route.bucket))
-    const penalty = app.penalty === undefined && route.penalty === undefined ? undefined : stepPenalty(app.penalty, route, key)
-    if (penalty !== undefined) addPenaltyBuckets(buckets, penalty)
-    runStep(settings, { layer: 'app', buckets, layout: tier.layout, tier: who.tier, penalty, request, reply, done })
+    identify(request, reply, done)
   }
+}
+
+/** The requester's tier (or own quota) on the route, its cost, then the step. */
+function decide (at: AppRoute, requesterOf: Requester, request: FastifyRequest, reply: FastifyReply, done: Done): void {
+  const { app, route, warnings } = at
+  let who = requesterOf
+  if (warnings.anonymousLeft > 0) warnings.sawRequester(who.kind === 'ip')
+  let tier = at.tiers.get(who.tier) as TierStep
+  if (who.quota !== undefined && !route.replace) {
+    const own = at.ownStep(who.quota, who.tier)
+    if (typeof own === 'string') {
+      (app.identityQuotas as IdentityQuotas).refused(request, who.id, own)
+      who = { ...who, quota: undefined }
+    } else {
+      tier = own
+    }
+  }
+  const step: RequestStep = { layer: 'app', buckets: [], layout: tier.layout, tier: who.tier, request, reply, done }
+  // A cost above an identity's own quota is no server bug: the store refuses it (it never passes).
+  const cost = costOf(at, request, who.quota === undefined || route.replace ? tier.capacity : Infinity, who.tier)
+  if (isThenable(cost)) void cost.then((known) => { charge(at, who, tier, step, known) })
+  else charge(at, who, tier, step, cost)
+}
+
+/** The step's buckets for `who` under `tier`, each charged `cost`, and its penalty; then the step. A cost that is an error ends it. */
+function charge (at: AppRoute, who: Requester, tier: TierStep, step: RequestStep, cost: number | Error): void {
+  const { settings, keys, route } = at
+  if (cost instanceof Error) {
+    // A cost lookup that failed is an outage of the user's lookup: a 503 (a pass in shadow mode).
+    if (cost instanceof LookupFailedError) settings.outcome.unavailable(step, cost, true)
+    else step.done(cost)
+    return
+  }
+  const { request } = step
+  const key = who.kind === 'user' ? keys.user(who.id) : keys.address(request)
+  // Under `replace`, the route's quota is the main bucket: its key is the route's.
+  step.buckets = stepBuckets(tier, route.replace ? keys.route(who, request, route.bucket) : key, cost, at.shared)
+  if (tier.layout.buckets.length > tier.main) addRouteBuckets(step.buckets, tier, keys.route(who, request, route.bucket))
+  if (at.app.penalty !== undefined || route.penalty !== undefined) {
+    step.penalty = stepPenalty(at.app.penalty, route, key)
+    if (step.penalty !== undefined) addPenaltyBuckets(step.buckets, step.penalty)
+  }
+  runStep(settings, step)
 }
 
 /**

@@ -9,6 +9,7 @@ import type { AppPlan, EdgePlan, Plan } from '../config/plan.js'
 import type { Warnings } from '../output/warnings.js'
 import type { ShadowCounter } from '../output/shadow-report.js'
 import type { IdentityQuotas } from './identity-quota.js'
+import type { Lookups } from './lookup.js'
 import type { Outcome } from './outcome.js'
 import type { Penalties } from './penalty.js'
 import type { RouteTable } from './routes.js'
@@ -38,6 +39,8 @@ export interface Settings extends Omit<Plan, 'store' | 'edge' | 'app'> {
   penalties: Penalties
   /** Counts would-be refusals for `fastify.tollgate.shadowReport()`; `undefined` unless `shadow`. */
   shadowCounter: ShadowCounter | undefined
+  /** Awaits the promises user functions return, within `asyncTimeoutMs`. */
+  lookups: Lookups
 }
 
 /** What a layer's hooks are made with. */
@@ -47,8 +50,8 @@ export interface HookContext {
   warnings: Warnings
   /** request.ip is the connection's address (trustProxy off): keys of an address are kept per connection. */
   perConnection: boolean
-  /** The allow-list's test; `undefined` without an allow-list. */
-  allowed: ((request: FastifyRequest) => boolean) | undefined
+  /** The allow-list's test (a promise when its predicate answers later); `undefined` without an allow-list. */
+  allowed: ((request: FastifyRequest) => boolean | Promise<boolean>) | undefined
 }
 
 /** The store a layer decides with: the edge's own (`EdgeSettings.store`), else the plugin's. */

@@ -78,7 +78,7 @@ export function decorator (settings: Settings, routes: RouteQuotas): TollgateDec
   return {
     async consume (target: string | LayerBucket, ...rest: unknown[]) {
       const [policy, cost] = argumentsOf(target, rest)
-      const resolved = resolve(m, target, policy)
+      const resolved = await resolve(m, target, policy)
       const amount = checkNumber(failOption, 'cost', cost, 0)
       const step: Step = {
         layer: resolved.layer,

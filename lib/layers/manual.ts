@@ -9,7 +9,7 @@
 import type { FastifyRequest } from 'fastify'
 import { read } from '../engine/bucket.js'
 import type { BucketPolicy } from '../types/engine.js'
-import { edgeKey } from './edge.js'
+import { keyOf } from './client-key.js'
 import { namedPolicy, type NamedPolicy } from '../output/headers.js'
 import { bucketKey, manualKey } from '../output/key-format.js'
 import { clientAddress } from './keys.js'
@@ -94,7 +94,7 @@ export interface Manual {
  * The bucket a call names: `target` a key of its own (with `policy`), or a layer's
  * bucket (`policy` then unused). Throws `TOLLGATE_INVALID_OPTION` naming the argument.
  */
-export function resolve (m: Manual, target: unknown, policy: unknown): Resolved {
+export async function resolve (m: Manual, target: unknown, policy: unknown): Promise<Resolved> {
   if (typeof target === 'string' && target !== '') {
     const whole = checkPolicy(failOption, 'policy', policy)
     const scaled = share(failOption, 'policy', whole, m.settings.quotaShare)
@@ -104,11 +104,11 @@ export function resolve (m: Manual, target: unknown, policy: unknown): Resolved 
 }
 
 /** The store keys a call names, without a policy (`reset`). */
-function resolveKeys (m: Manual, target: unknown): string[] {
-  return typeof target === 'string' && target !== '' ? [manualKey(target)] : layerBucket(m, target).buckets.map((bucket) => bucket.key)
+async function resolveKeys (m: Manual, target: unknown): Promise<string[]> {
+  return typeof target === 'string' && target !== '' ? [manualKey(target)] : (await layerBucket(m, target)).buckets.map((bucket) => bucket.key)
 }
 
-function layerBucket (m: Manual, target: unknown): Resolved {
+async function layerBucket (m: Manual, target: unknown): Promise<Resolved> {
   if (typeof target !== 'object' || target === null) {
     expected(failOption, 'key', "a non-empty string or a layer's bucket ({ layer: 'edge', ip } or { layer: 'app', user })", target)
   }
@@ -118,7 +118,7 @@ function layerBucket (m: Manual, target: unknown): Resolved {
   return expected(failOption, 'bucket.layer', "'edge' or 'app'", bucket.layer)
 }
 
-function edgeBucket (m: Manual, bucket: Record<string, unknown>): Resolved {
+async function edgeBucket (m: Manual, bucket: Record<string, unknown>): Promise<Resolved> {
   const edge = m.settings.edge
   if (edge === undefined) failOption('`bucket.layer` is `"edge"`, but the edge layer is disabled (set the `edge` option)')
   const named = edge.bucket
@@ -134,7 +134,8 @@ function edgeBucket (m: Manual, bucket: Record<string, unknown>): Resolved {
     storeKey = edge.keyOfValue(checkId('bucket.key', key))
   } else {
     if (typeof request !== 'object' || request === null) expected(failOption, 'bucket.request', 'a Fastify request', request)
-    storeKey = edgeKey(request as FastifyRequest, edge, (client) => edge.keyOfAddress(client.ip ?? ''), () => {})
+    const addressKeyOf = (client: FastifyRequest): string => edge.keyOfAddress(client.ip ?? '')
+    storeKey = await keyOf(request as FastifyRequest, { fn: edge.key, name: 'edge.key', keyOfValue: edge.keyOfValue, addressKeyOf, lookups: m.settings.lookups })
   }
   return { layer: 'edge', tier: undefined, buckets: [{ key: storeKey, named, wholeCapacity: undefined }] }
 }
@@ -197,7 +198,7 @@ export function overdraftOf (m: Manual, bucket: ResolvedBucket, cost: number): b
 
 /** `fastify.tollgate.peek`: what `consume` would decide now, without taking (every bucket named, read at once). */
 export async function peek (m: Manual, target: unknown, policy: unknown, cost: unknown): Promise<PeekDecision> {
-  const resolved = resolve(m, target, policy)
+  const resolved = await resolve(m, target, policy)
   const amount = checkNumber(failOption, 'cost', cost, 0)
   const peekOf = storeMethod(storeOf(m.settings, resolved.layer), 'peek')
   const readings = await Promise.all(resolved.buckets.map(async (bucket) => peekOf({ key: bucket.key, policy: bucket.named.policy, cost: amount, overdraft: overdraftOf(m, bucket, amount) })))
@@ -222,7 +223,7 @@ export async function peek (m: Manual, target: unknown, policy: unknown, cost: u
  * as it is then (a tier's first limit).
  */
 export async function refund (m: Manual, target: unknown, policy: unknown, tokens: unknown): Promise<BucketLevel> {
-  const resolved = resolve(m, target, policy)
+  const resolved = await resolve(m, target, policy)
   // One key holds a user's bucket whatever the tier: refunded under another tier's
   // policy, it would be capped (and, once full, deleted) at the wrong capacity.
   const tiers = m.settings.app === undefined ? [] : Object.keys(m.settings.app.tiers)
@@ -244,11 +245,11 @@ export async function refund (m: Manual, target: unknown, policy: unknown, token
  * bucket named without a tier (nor a route) is the user's under every tier.
  */
 export async function reset (m: Manual, target: unknown): Promise<void> {
-  let keys = resolveKeys(m, target)
+  let keys = await resolveKeys(m, target)
   const named = target as { layer?: unknown, user?: unknown, tier?: unknown, route?: unknown } | null
   if (typeof named === 'object' && named !== null && named.layer === 'app' && named.user !== undefined && named.tier === undefined && named.route === undefined) {
     const tiers = Object.keys((m.settings.app as NonNullable<Settings['app']>).tiers)
-    keys = [...new Set(tiers.flatMap((tier) => resolveKeys(m, { ...named, tier })))]
+    keys = [...new Set((await Promise.all(tiers.map(async (tier) => resolveKeys(m, { ...named, tier })))).flat())]
   }
   const layer = typeof target === 'object' && target !== null && (target as { layer?: unknown }).layer === 'edge' ? 'edge' : 'manual'
   const resetOf = storeMethod(storeOf(m.settings, layer), 'reset')

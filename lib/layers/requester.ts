@@ -8,7 +8,6 @@ import type { Identity, Quota } from '../types/options.js'
 import type { Warnings } from '../output/warnings.js'
 import type { AppSettings } from './context.js'
 import type { IdentityQuota, IdentityQuotas } from './identity-quota.js'
-import { returnedPromise } from './promises.js'
 
 /** Who a request is from, as keys see it. */
 export interface Requester {
@@ -34,25 +33,29 @@ function jwtIdentity (request: FastifyRequest, quotaClaim: string | undefined): 
 }
 
 /**
- * The requester: a user with a valid id, under their tier when it is an own name
- * of `app.tiers` (else `default`); otherwise anonymous, keyed by client IP under
- * the anonymous tier. Never a better tier than the claims prove.
+ * What `app.identify` (or the default, `request.user`) says of `request`: an
+ * identity now, or a promise of one. A throw is logged and means anonymous.
  */
-export function requester (request: FastifyRequest, app: AppSettings, warnings: Warnings): Requester {
-  let identity: Identity | undefined
+export function identityOf (request: FastifyRequest, app: AppSettings): unknown {
   try {
-    identity = app.identify === undefined ? jwtIdentity(request, app.quotaClaim) : app.identify(request)
+    return app.identify === undefined ? jwtIdentity(request, app.quotaClaim) : app.identify(request)
   } catch (error) {
     request.log.error({ err: error }, 'fastify-tollgate: app.identify threw; treated as anonymous')
+    return undefined
   }
-  if (returnedPromise(identity)) {
-    warnings.warn('TOLLGATE_ASYNC_IDENTIFY')
-    identity = undefined
-  }
+}
+
+/**
+ * The requester of `identity` (what `identityOf` gave, settled): a user with a
+ * valid id, under their tier when it is an own name of `app.tiers` (else
+ * `default`); otherwise anonymous, keyed by client IP under the anonymous tier.
+ * Never a better tier or quota than the claims prove.
+ */
+export function requester (request: FastifyRequest, identity: unknown, app: AppSettings, warnings: Warnings): Requester {
   if (typeof identity === 'object' && identity !== null) {
     let id: unknown, tier: unknown, quota: unknown
     try {
-      ({ id, tier, quota } = identity)
+      ({ id, tier, quota } = identity as Identity)
     } catch (error) {
       request.log.error({ err: error }, 'fastify-tollgate: reading the identity threw; treated as anonymous')
       return { kind: 'ip', id: '', tier: app.anonymousTier, quota: undefined }
@@ -75,4 +78,3 @@ export function requester (request: FastifyRequest, app: AppSettings, warnings: 
   }
   return { kind: 'ip', id: '', tier: app.anonymousTier, quota: undefined }
 }
-

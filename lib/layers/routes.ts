@@ -8,7 +8,8 @@
  * request, warned about once, and remembered by its config.
  */
 import type { FastifyRequest, RouteOptions } from 'fastify'
-import type { RouteCheckContext, RoutePlan } from '../config/plan.js'
+import type { EdgePlan, RouteCheckContext, RoutePlan } from '../config/plan.js'
+import type { RouteEdgeKey } from '../types/route.js'
 import { checkRouteConfig } from '../config/route.js'
 import { routeName } from '../output/route-names.js'
 import { HeaderLayout } from '../output/headers.js'
@@ -16,8 +17,17 @@ import type { Warnings } from '../output/warnings.js'
 
 /** A route's plan, with its edge buckets laid out for the headers. */
 export interface RouteSettings extends RoutePlan {
-  /** The edge's buckets for this route in header order; `undefined` when the edge leaves the route alone. */
+  /**
+   * The edge's step kept for the client (`edge.key`, else its address): the client's
+   * bucket, and the route's own after it when that one is kept for the client too;
+   * `undefined` when the edge takes no such step on the route.
+   */
   edgeLayout: HeaderLayout | undefined
+  /**
+   * The route's own edge bucket as a step of its own, taken first: when it is kept
+   * for another identity than the client's bucket (`rateLimit.edge.key`), or replaces it.
+   */
+  edgeOwn: { layout: HeaderLayout, key: RouteEdgeKey } | undefined
 }
 
 /** A route's settings; `false`: left out of both layers; an Error: a bad config, which fails the route's requests. */
@@ -67,15 +77,26 @@ export class RouteTable {
   /** The route's settings, or the coded error its config fails with. */
   private check (route: Pick<RouteOptions, 'method' | 'url'> & { constraints?: unknown }, config: unknown): RouteEntry {
     try {
-      return settled(checkRouteConfig(route, config, this.settings))
+      return settled(checkRouteConfig(route, config, this.settings), this.settings.edge)
     } catch (error) {
       return error as Error
     }
   }
 }
 
-/** A route's plan with its edge buckets laid out for the headers. */
-function settled (plan: RoutePlan | false): RouteSettings | false {
+/** A route's plan with its edge steps laid out for the headers. */
+function settled (plan: RoutePlan | false, edge: EdgePlan | undefined): RouteSettings | false {
   if (plan === false) return false
-  return { ...plan, edgeLayout: plan.edgeBuckets.length > 0 ? new HeaderLayout(plan.edgeBuckets) : undefined }
+  const { edgeBuckets, edgeQuota } = plan
+  const together = { ...plan, edgeLayout: edgeBuckets.length > 0 ? new HeaderLayout(edgeBuckets) : undefined, edgeOwn: undefined }
+  if (edgeQuota === undefined || edgeBuckets.length === 0) return together
+  // 'ip' is the client's own key when the edge has no `edge.key` (a route's edge bucket needs the edge layer).
+  const ownKey = plan.edgeKey === 'ip' && (edge as EdgePlan).key === undefined ? 'edge' : plan.edgeKey
+  if (ownKey === 'edge' && !plan.replace) return together
+  const client = edgeBuckets.filter((bucket) => bucket !== edgeQuota)
+  return {
+    ...plan,
+    edgeLayout: client.length > 0 ? new HeaderLayout(client) : undefined,
+    edgeOwn: { layout: new HeaderLayout([edgeQuota]), key: ownKey }
+  }
 }

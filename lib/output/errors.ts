@@ -83,6 +83,13 @@ export const InvalidRouteConfigError: TollgateError<'TOLLGATE_INVALID_ROUTE_CONF
 export const InvalidCostError: TollgateError<'TOLLGATE_INVALID_COST', 500, [string, string, { cause: unknown }?]> = createError(
   'TOLLGATE_INVALID_COST', 'The rate-limit cost of route %s is invalid: %s', 500)
 
+/**
+ * 503 for one request: a route's cost function returned a promise that rejected or
+ * did not settle within `asyncTimeoutMs`. Argument: the function (`rateLimit.cost`).
+ */
+export const LookupFailedError: TollgateError<'TOLLGATE_LOOKUP_FAILED', 503, [string]> = createError(
+  'TOLLGATE_LOOKUP_FAILED', 'A rate-limit lookup (%s) failed or did not answer in time, retry later', 503)
+
 /** 503 for one request: the store failed to answer, and the request was not admitted. */
 export const StoreUnavailableError: TollgateError<'TOLLGATE_STORE_UNAVAILABLE', 503, []> = createError(
   'TOLLGATE_STORE_UNAVAILABLE', 'The rate-limit store is unavailable, retry later', 503, Error, false)

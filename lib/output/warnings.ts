@@ -20,21 +20,18 @@ export const WARNINGS = {
   /** At the first request to a route declared before the plugin was loaded (its app layer then runs in a global hook). */
   TOLLGATE_ROUTE_BEFORE_PLUGIN:
     'A request reached a route declared before fastify-tollgate was loaded (register() not awaited, or the route declared first). Its app layer now runs in a global hook, before the route\'s own hooks, and its config.rateLimit was checked only now. Await register() before declaring routes.',
-  /** At the first request whose `app.identify` returned a promise (it must answer synchronously). */
-  TOLLGATE_ASYNC_IDENTIFY:
-    'app.identify returned a promise: it must return the identity synchronously (verify the token in an earlier hook and read request.user). Such requests are limited as anonymous.',
   /** At the first request whose identity carried a quota while `app.maxQuota` is not set. */
   TOLLGATE_IDENTITY_QUOTA_IGNORED:
     'An identity carried a quota of its own, but app.maxQuota is not set: the quota was ignored and the tier applies. Set app.maxQuota (the largest quota an identity may carry) to honour such quotas.',
-  /** At the first request whose `edge.key` returned a promise (it must answer synchronously). */
-  TOLLGATE_ASYNC_EDGE_KEY:
-    'edge.key returned a promise: it must return the key synchronously (the edge runs before anything is awaited). Such requests are keyed by client IP.',
   /** At startup: a second registration in this process on the same store, or the same Redis client and prefix. */
   TOLLGATE_SHARED_STORE:
     'Another fastify-tollgate registration uses the same store (or the same Redis client and prefix): their buckets share keys and drain each other. Give each its own store or prefix.',
   /** At startup: `edge.mode` 'replica-share' or 'settle' on the memory store, which no replica shares. */
   TOLLGATE_EDGE_MODE_LOCAL:
-    'edge.mode is for a store the replicas share, but the store is the memory store: each replica counts alone (every edge mode is the same there). Pass store: redisStore(...) to share the quota, or leave edge.mode out.'
+    'edge.mode is for a store the replicas share, but the store is the memory store: each replica counts alone (every edge mode is the same there). Pass store: redisStore(...) to share the quota, or leave edge.mode out.',
+  /** At startup, once: a tier admits more on a route than the edge lets one client through there. */
+  TOLLGATE_TIER_ABOVE_EDGE:
+    'A tier admits more requests on a route than the edge lets one client send there, so the edge caps it. Give the edge more, or give the route `rateLimit: { edge: false }` or `replace: true` with a bucket of its own.'
 } as const satisfies Record<WarningCode, string>
 
 /** App-layer requests without an identity before TOLLGATE_ONLY_ANONYMOUS is logged. */

@@ -31,11 +31,11 @@ export interface PenaltyOptions {
 
 
 /** Requests never limited: addresses and CIDR ranges, a predicate, or both. */
-export type AllowListOption = readonly string[] | ((request: FastifyRequest) => boolean) | {
+export type AllowListOption = readonly string[] | ((request: FastifyRequest) => boolean | PromiseLike<boolean>) | {
   /** IP addresses (`203.0.113.7`, `2001:db8::1`) and CIDR ranges (`10.0.0.0/8`, `2001:db8::/32`). */
   addresses?: readonly string[] | undefined
-  /** Returns `true` for a request never limited. Synchronous; one that throws does not allow. */
-  match?: ((request: FastifyRequest) => boolean) | undefined
+  /** Returns `true` (or a promise of `true`) for a request never limited; one that throws, rejects or is late does not allow. */
+  match?: ((request: FastifyRequest) => boolean | PromiseLike<boolean>) | undefined
 }
 
 
@@ -58,11 +58,10 @@ export type WarningCode =
   | 'TOLLGATE_FORWARDED_WITHOUT_TRUST_PROXY'
   | 'TOLLGATE_ONLY_ANONYMOUS'
   | 'TOLLGATE_ROUTE_BEFORE_PLUGIN'
-  | 'TOLLGATE_ASYNC_IDENTIFY'
   | 'TOLLGATE_IDENTITY_QUOTA_IGNORED'
-  | 'TOLLGATE_ASYNC_EDGE_KEY'
   | 'TOLLGATE_SHARED_STORE'
   | 'TOLLGATE_EDGE_MODE_LOCAL'
+  | 'TOLLGATE_TIER_ABOVE_EDGE'
 
 /** Who made a request, as the app layer sees it. */
 export interface Identity {
@@ -139,8 +138,9 @@ export interface EdgeKeyOptions {
    * `(request) => request.headers['x-api-key']`. A non-empty string or a finite
    * number keys the bucket; anything else (`undefined`, `''`, the array of a
    * repeated header) or a throw falls back to the client IP. Default: the client
-   * IP as Fastify resolves it (`trustProxy` respected). Values are stored and
-   * logged only as digests (see `keySecret`).
+   * IP as Fastify resolves it (`trustProxy` respected). A promise is awaited (at
+   * most `asyncTimeoutMs`; a rejection or a late answer: the client IP). Values
+   * are stored and logged only as digests (see `keySecret`).
    */
   key?: ((request: FastifyRequest) => unknown) | undefined
   /**
@@ -165,9 +165,10 @@ export interface AppOptions {
   tiers: TierPolicies
   /**
    * Who the request is from. Default: `request.user.sub` and `request.user.tier`,
-   * as set by `@fastify/jwt` after verification. `undefined` means anonymous.
+   * as set by `@fastify/jwt` after verification. `undefined` means anonymous. A
+   * promise is awaited (at most `asyncTimeoutMs`; a rejection or a late answer: anonymous).
    */
-  identify?: ((request: FastifyRequest) => Identity | undefined) | undefined
+  identify?: ((request: FastifyRequest) => Identity | undefined | PromiseLike<Identity | undefined>) | undefined
   /** The hook the app layer runs in. Default `'preHandler'`. */
   hook?: AppHookName | undefined
   /**
@@ -217,6 +218,13 @@ export interface TollgateOptions {
    * to 10 000, default 1 000; `minutes × keys` at most 100 000).
    */
   shadowReport?: ShadowReportOptions | undefined
+  /**
+   * The longest wait, in ms (1 to 60 000), for a promise returned by one of your
+   * functions (`edge.key`, the allow-list, `app.identify`, a route's cost or edge
+   * key). A rejection or a late answer has the outcome of a throw (the README's
+   * "Async functions"). Default 1000.
+   */
+  asyncTimeoutMs?: number | undefined
   /** Called on every refusal (and would-be refusal in shadow mode). Errors it throws are logged. */
   onLimit?: ((request: FastifyRequest, decision: LimitDecision) => void) | undefined
   /**

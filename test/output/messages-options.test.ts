@@ -35,7 +35,7 @@ type Row = [label: string, run: () => unknown, code: string, message: string]
 const rows: Row[] = [
   // Plugin options (config/: options.ts, check.ts, edge.ts, app.ts, limits.ts, penalty.ts, allow-list.ts through them)
   ['options not an object', ready('fast'), O, 'Invalid fastify-tollgate option: Expected `options` to be an object, got `"fast"` (string)'],
-  ['unknown option', ready({ edge: P, trustProxy: true }), O, 'Invalid fastify-tollgate option: Unknown option `options.trustProxy`; known options are `store`, `edge`, `app`, `allowList`, `headers`, `shadow`, `shadowReport`, `onLimit`, `warnings`'],
+  ['unknown option', ready({ edge: P, trustProxy: true }), O, 'Invalid fastify-tollgate option: Unknown option `options.trustProxy`; known options are `store`, `edge`, `app`, `allowList`, `headers`, `shadow`, `shadowReport`, `onLimit`, `warnings`, `asyncTimeoutMs`'],
   ['no layer', ready({}), O, 'Invalid fastify-tollgate option: Expected at least one layer: `edge` or `app` must be set (both are omitted or `false`)'],
   ['store without consume', ready({ edge: P, store: {} }), O, 'Invalid fastify-tollgate option: Expected `store` to be a store with consume() and close(), such as memoryStore(), got `{}` (object)'],
   ['store a function', ready({ edge: P, store: function myStore () {} }), O, 'Invalid fastify-tollgate option: Expected `store` to be a store with consume() and close(), such as memoryStore(), got `function myStore` (function)'],
@@ -100,8 +100,9 @@ const rows: Row[] = [
   ['shadowReport.keys 5', ready({ edge: P, shadowReport: { keys: 5 } }), O, 'Invalid fastify-tollgate option: Expected `shadowReport.keys` to be an integer from 10 to 10000, got `5` (number)'],
   ['shadowReport too many entries', ready({ edge: P, shadowReport: { minutes: 60, keys: 10_000 } }), O, 'Invalid fastify-tollgate option: Expected `shadowReport.minutes` × `shadowReport.keys` to be at most 100000 (the clients kept in all), got 60 × 10000 = 600000'],
   ['warnings not an object', ready({ edge: P, warnings: 'no' }), O, 'Invalid fastify-tollgate option: Expected `warnings` to be an object, got `"no"` (string)'],
-  ['unknown warning', ready({ edge: P, warnings: { TOLLGATE_NOPE: false } }), O, 'Invalid fastify-tollgate option: Unknown option `warnings.TOLLGATE_NOPE`; known options are `TOLLGATE_TRUST_PROXY_TRUE`, `TOLLGATE_FORWARDED_WITHOUT_TRUST_PROXY`, `TOLLGATE_ONLY_ANONYMOUS`, `TOLLGATE_ROUTE_BEFORE_PLUGIN`, `TOLLGATE_ASYNC_IDENTIFY`, `TOLLGATE_IDENTITY_QUOTA_IGNORED`, `TOLLGATE_ASYNC_EDGE_KEY`, `TOLLGATE_SHARED_STORE`, `TOLLGATE_EDGE_MODE_LOCAL`'],
+  ['unknown warning', ready({ edge: P, warnings: { TOLLGATE_NOPE: false } }), O, 'Invalid fastify-tollgate option: Unknown option `warnings.TOLLGATE_NOPE`; known options are `TOLLGATE_TRUST_PROXY_TRUE`, `TOLLGATE_FORWARDED_WITHOUT_TRUST_PROXY`, `TOLLGATE_ONLY_ANONYMOUS`, `TOLLGATE_ROUTE_BEFORE_PLUGIN`, `TOLLGATE_IDENTITY_QUOTA_IGNORED`, `TOLLGATE_SHARED_STORE`, `TOLLGATE_EDGE_MODE_LOCAL`, `TOLLGATE_TIER_ABOVE_EDGE`'],
   ['warning not a boolean', ready({ edge: P, warnings: { TOLLGATE_SHARED_STORE: 'no' } }), O, 'Invalid fastify-tollgate option: Expected `warnings.TOLLGATE_SHARED_STORE` to be a boolean, got `"no"` (string)'],
+  ['asyncTimeoutMs', ready({ edge: P, asyncTimeoutMs: 0 }), O, 'Invalid fastify-tollgate option: Expected `asyncTimeoutMs` to be an integer from 1 to 60000, got `0` (number)'],
   ['allowList a number', ready({ edge: P, allowList: 5 }), O, 'Invalid fastify-tollgate option: Expected `allowList` to be an array of IP addresses and CIDR ranges, a function of the request, or { addresses, match }, got `5` (number)'],
   ['unknown allowList option', ready({ edge: P, allowList: { ips: [] } }), O, 'Invalid fastify-tollgate option: Unknown option `allowList.ips`; known options are `addresses`, `match`'],
   ['allowList.addresses not an array', ready({ edge: P, allowList: { addresses: '10.0.0.0/8' } }), O, 'Invalid fastify-tollgate option: Expected `allowList.addresses` to be an array of IP addresses and CIDR ranges, got `"10.0.0.0/8"` (string)'],
@@ -111,7 +112,7 @@ const rows: Row[] = [
 
   // Route configs (options.ts checkRouteConfig)
   ['rateLimit not an object', route(5), R, 'Invalid config.rateLimit on route POST /r: Expected `rateLimit` to be an object, got `5` (number)'],
-  ['unknown rateLimit option', route({ limit: 5 }), R, 'Invalid config.rateLimit on route POST /r: Unknown option `rateLimit.limit`; known options are `cost`, `quota`, `edge`, `app`, `penalty`'],
+  ['unknown rateLimit option', route({ limit: 5 }), R, 'Invalid config.rateLimit on route POST /r: Unknown option `rateLimit.limit`; known options are `cost`, `quota`, `edge`, `app`, `penalty`, `replace`'],
   ['rateLimit.app', route({ app: 'yes' }), R, 'Invalid config.rateLimit on route POST /r: Expected `rateLimit.app` to be a boolean, got `"yes"` (string)'],
   ['cost with app false', route({ app: false, cost: 2 }), R, 'Invalid config.rateLimit on route POST /r: `rateLimit.cost` and `rateLimit.quota` belong to the app layer, which `rateLimit.app: false` leaves out'],
   ['cost without the app layer', route({ cost: 2 }, { edge: P }), R, 'Invalid config.rateLimit on route POST /r: `rateLimit.app`, `rateLimit.cost` and `rateLimit.quota` need the app layer, which is disabled (set the `app` option)'],
@@ -119,6 +120,10 @@ const rows: Row[] = [
   ['rateLimit.edge true', route({ edge: true }), R, 'Invalid config.rateLimit on route POST /r: Expected `rateLimit.edge` to be false or a policy { capacity, refillPerSecond }, got `true` (boolean)'],
   ['rateLimit.edge policy', route({ edge: { capacity: 0, refillPerSecond: 1 } }), R, 'Invalid config.rateLimit on route POST /r: Expected `rateLimit.edge.capacity` to be a finite number ≥ 1, got `0` (number)'],
   ['rateLimit.edge share below one token', route({ edge: { capacity: 2, refillPerSecond: 1 } }, { edge: P, store: memoryStore({ replicas: 4 }) }), R, "Invalid config.rateLimit on route POST /r: Expected `rateLimit.edge.capacity` × the store's quota share (0.25) to be ≥ 1, got 0.5 from `2`"],
+  ['rateLimit.edge.key', route({ edge: { ...P, key: 'header' } }), R, "Invalid config.rateLimit on route POST /r: Expected `rateLimit.edge.key` to be 'edge', 'ip' or a function of the request, got `\"header\"` (string)"],
+  ['unknown rateLimit.edge option', route({ edge: { ...P, keyGenerator: () => 'k' } }), R, 'Invalid config.rateLimit on route POST /r: Unknown option `rateLimit.edge.keyGenerator`; known options are `capacity`, `refillPerSecond`, `key`'],
+  ['rateLimit.replace', route({ replace: 'yes' }), R, 'Invalid config.rateLimit on route POST /r: Expected `rateLimit.replace` to be a boolean, got `"yes"` (string)'],
+  ['rateLimit.replace without a bucket', route({ replace: true }), R, "Invalid config.rateLimit on route POST /r: `rateLimit.replace` replaces the layers' buckets with the route's own: give the route `rateLimit.edge` (a policy) or `rateLimit.quota`"],
   ['rateLimit.penalty', route({ penalty: { ...penalty, status: 500 } }), R, 'Invalid config.rateLimit on route POST /r: Expected `rateLimit.penalty.status` to be 429 or 403, got `500` (number)'],
   ['route penalty on a store without refund', route({ penalty }, { edge: P, store: bare }), R, 'Invalid config.rateLimit on route POST /r: Expected a store with `refund()` (as memoryStore and redisStore have) for a `penalty`: the penalty is kept in the store, got a store without'],
   ['route penalty with replica-share', route({ penalty }, { edge: { ...P, mode: 'replica-share' }, store: replicated }), R, "Invalid config.rateLimit on route POST /r: Expected `rateLimit.penalty` on a route the edge limits with `edge.mode: 'exact'` (the penalty is kept in the shared store), got `edge.mode: 'replica-share'` (or give the route `edge: false`)"],

@@ -83,7 +83,7 @@ async function reply (app: FastifyInstance, count: number, url = '/r', headers: 
 }
 
 t.test('every error a request gets (cost functions, 429, 403, 503), byte-identical to today', async (t) => {
-  const costOf = async (cost: (request: FastifyRequest) => number): Promise<FastifyInstance> => appWith({ app: { tiers } }, (app) => {
+  const costOf = async (cost: (request: FastifyRequest) => number | Promise<number>): Promise<FastifyInstance> => appWith({ app: { tiers } }, (app) => {
     app.post('/r', { config: { rateLimit: { cost } } }, ok)
   })
   const edgeOf = async (options: TollgateOptions['edge']): Promise<FastifyInstance> => appWith({ edge: options }, (app) => { app.post('/r', ok) })
@@ -95,7 +95,7 @@ t.test('every error a request gets (cost functions, 429, 403, 503), byte-identic
   const failing = { defineCommand (this: Record<string, unknown>, name: string) { this[name] = async () => { throw new Error('Connection is closed.') } } }
   const apps: Array<[label: string, app: FastifyInstance, count: number, expected: [number, string, string]]> = [
     ['cost function throws', await costOf(() => { throw new Error('boom') }), 1, [500, 'TOLLGATE_INVALID_COST', 'The rate-limit cost of route POST /r is invalid: the cost function threw']],
-    ['cost function returns a promise', await costOf((async () => 1) as unknown as () => number), 1, [500, 'TOLLGATE_INVALID_COST', 'The rate-limit cost of route POST /r is invalid: the cost function returned a promise; it must return a number synchronously']],
+    ['cost function rejects', await costOf(async () => { throw new Error('pricing service down') }), 1, [503, 'TOLLGATE_LOOKUP_FAILED', 'A rate-limit lookup (rateLimit.cost) failed or did not answer in time, retry later']],
     ['cost function returns a string', await costOf(() => 'two' as unknown as number), 1, [500, 'TOLLGATE_INVALID_COST', 'The rate-limit cost of route POST /r is invalid: the cost function returned `"two"` (string); expected a finite number ≥ 0']],
     ['cost function above the capacity', await costOf(() => 25), 1, [500, 'TOLLGATE_INVALID_COST', 'The rate-limit cost of route POST /r is invalid: the cost function returned 25, above the capacity 20 of tier `default`: it could never pass']],
     ['429, retry in seconds', await edgeOf({ capacity: 1, refillPerSecond: 0.4 }), 2, [429, 'TOLLGATE_RATE_LIMITED', 'Rate limit exceeded, retry in 3 seconds']],

@@ -53,17 +53,9 @@ const cases: Array<[code: keyof typeof WARNINGS, setUp: (app: FastifyInstance) =
     level: 40, code: 'TOLLGATE_ROUTE_BEFORE_PLUGIN', route: 'GET /early',
     msg: "fastify-tollgate: A request reached a route declared before fastify-tollgate was loaded (register() not awaited, or the route declared first). Its app layer now runs in a global hook, before the route's own hooks, and its config.rateLimit was checked only now. Await register() before declaring routes. (TOLLGATE_ROUTE_BEFORE_PLUGIN; switch off with warnings: { TOLLGATE_ROUTE_BEFORE_PLUGIN: false })"
   }],
-  ['TOLLGATE_ASYNC_IDENTIFY', withPlugin({ app: { ...APP, identify: (async () => ({ id: 'u' })) as never } }, [{ url: '/' }]), {}, {
-    level: 40, code: 'TOLLGATE_ASYNC_IDENTIFY',
-    msg: 'fastify-tollgate: app.identify returned a promise: it must return the identity synchronously (verify the token in an earlier hook and read request.user). Such requests are limited as anonymous. (TOLLGATE_ASYNC_IDENTIFY; switch off with warnings: { TOLLGATE_ASYNC_IDENTIFY: false })'
-  }],
   ['TOLLGATE_IDENTITY_QUOTA_IGNORED', withPlugin({ app: { ...APP, identify: () => ({ id: 'u', quota: { capacity: 5, refillPerSecond: 1 } }) } }, [{ url: '/' }]), {}, {
     level: 40, code: 'TOLLGATE_IDENTITY_QUOTA_IGNORED',
     msg: 'fastify-tollgate: An identity carried a quota of its own, but app.maxQuota is not set: the quota was ignored and the tier applies. Set app.maxQuota (the largest quota an identity may carry) to honour such quotas. (TOLLGATE_IDENTITY_QUOTA_IGNORED; switch off with warnings: { TOLLGATE_IDENTITY_QUOTA_IGNORED: false })'
-  }],
-  ['TOLLGATE_ASYNC_EDGE_KEY', withPlugin({ edge: { ...EDGE, key: async () => 'k' } }, [{ url: '/' }]), {}, {
-    level: 40, code: 'TOLLGATE_ASYNC_EDGE_KEY',
-    msg: 'fastify-tollgate: edge.key returned a promise: it must return the key synchronously (the edge runs before anything is awaited). Such requests are keyed by client IP. (TOLLGATE_ASYNC_EDGE_KEY; switch off with warnings: { TOLLGATE_ASYNC_EDGE_KEY: false })'
   }],
   ['TOLLGATE_SHARED_STORE', async (app) => {
     const store = memoryStore()
@@ -77,6 +69,14 @@ const cases: Array<[code: keyof typeof WARNINGS, setUp: (app: FastifyInstance) =
   ['TOLLGATE_EDGE_MODE_LOCAL', withPlugin({ edge: { ...EDGE, mode: 'replica-share' } }), {}, {
     level: 40, code: 'TOLLGATE_EDGE_MODE_LOCAL', mode: 'replica-share',
     msg: 'fastify-tollgate: edge.mode is for a store the replicas share, but the store is the memory store: each replica counts alone (every edge mode is the same there). Pass store: redisStore(...) to share the quota, or leave edge.mode out. (TOLLGATE_EDGE_MODE_LOCAL; switch off with warnings: { TOLLGATE_EDGE_MODE_LOCAL: false })'
+  }],
+  ['TOLLGATE_TIER_ABOVE_EDGE', async (app) => {
+    await app.register(tollgate, { edge: { capacity: 100, refillPerSecond: 100 / 60 }, app: { tiers: { default: { capacity: 60, refillPerSecond: 1 }, vip: { capacity: 300, refillPerSecond: 5 } } } })
+    app.get('/reports/:id', async () => 'ok')
+    await app.ready()
+  }, {}, {
+    level: 40, code: 'TOLLGATE_TIER_ABOVE_EDGE', tier: 'vip', route: 'GET /reports/:id', tierBurst: 300, edgeBurst: 100, tierPerSecond: 5, edgePerSecond: 100 / 60,
+    msg: 'fastify-tollgate: A tier admits more requests on a route than the edge lets one client send there, so the edge caps it. Give the edge more, or give the route `rateLimit: { edge: false }` or `replace: true` with a bucket of its own. (TOLLGATE_TIER_ABOVE_EDGE; switch off with warnings: { TOLLGATE_TIER_ABOVE_EDGE: false })'
   }]
 ]
 

@@ -23,7 +23,7 @@ async function appWith (options: TollgateOptions, server: FastifyServerOptions =
 }
 
 t.test('each warning has a message that names the problem', async (t) => {
-  t.same(Object.keys(WARNINGS).sort(), ['TOLLGATE_ASYNC_EDGE_KEY', 'TOLLGATE_ASYNC_IDENTIFY', 'TOLLGATE_EDGE_MODE_LOCAL', 'TOLLGATE_FORWARDED_WITHOUT_TRUST_PROXY', 'TOLLGATE_IDENTITY_QUOTA_IGNORED', 'TOLLGATE_ONLY_ANONYMOUS', 'TOLLGATE_ROUTE_BEFORE_PLUGIN', 'TOLLGATE_SHARED_STORE', 'TOLLGATE_TRUST_PROXY_TRUE'])
+  t.same(Object.keys(WARNINGS).sort(), ['TOLLGATE_EDGE_MODE_LOCAL', 'TOLLGATE_FORWARDED_WITHOUT_TRUST_PROXY', 'TOLLGATE_IDENTITY_QUOTA_IGNORED', 'TOLLGATE_ONLY_ANONYMOUS', 'TOLLGATE_ROUTE_BEFORE_PLUGIN', 'TOLLGATE_SHARED_STORE', 'TOLLGATE_TIER_ABOVE_EDGE', 'TOLLGATE_TRUST_PROXY_TRUE'])
   for (const message of Object.values(WARNINGS)) t.ok(message.length > 40)
 })
 
@@ -160,43 +160,6 @@ t.test('invalid warnings options fail at startup with a coded error', async (t) 
   const on = await appWith({ edge: EDGE, warnings: { TOLLGATE_SHARED_STORE: true } satisfies Partial<Record<WarningCode, boolean>> }, { trustProxy: true })
   t.same(on.codes(), ['TOLLGATE_TRUST_PROXY_TRUE'], '`true` leaves a warning on; the others stay on by default')
   await on.app.close()
-})
-
-t.test('TOLLGATE_ASYNC_IDENTIFY: an identify that returns a promise is anonymous, warned once, and its rejection never escapes', async (t) => {
-  const escaped = unhandledRejections(t)
-  const identify = (async (request: { headers: Record<string, unknown> }) => {
-    if (request.headers['x-fail'] !== undefined) throw new Error('token service down')
-    return { id: 'alice', tier: 'vip' }
-  }) as unknown as NonNullable<Exclude<TollgateOptions['app'], false | undefined>['identify']>
-  const { app, codes } = await appWith({
-    app: { tiers: { default: { capacity: 2, refillPerSecond: 0 }, vip: { capacity: 100, refillPerSecond: 0 } }, identify }
-  })
-  const answers = [await app.inject('/'), await app.inject({ url: '/', headers: { 'x-fail': '1' } }), await app.inject('/')]
-  t.same(answers.map((answer) => answer.statusCode), [200, 200, 429], 'limited as anonymous (the default tier, keyed by IP), never as vip')
-  await new Promise((resolve) => setImmediate(resolve))
-  t.same(codes(), ['TOLLGATE_ASYNC_IDENTIFY'], 'warned once')
-  t.same(escaped, [], 'no unhandled rejection')
-  await app.close()
-})
-
-t.test('TOLLGATE_ASYNC_EDGE_KEY: an edge.key that returns a promise keys by IP, is warned once, and its rejection never escapes', async (t) => {
-  const escaped = unhandledRejections(t)
-  // An async keyGenerator as @fastify/rate-limit accepts it.
-  const key = async (request: { headers: Record<string, unknown> }): Promise<string> => {
-    if (request.headers['x-fail'] !== undefined) throw new Error('key service down')
-    return `key-${String(request.headers['x-api-key'])}`
-  }
-  const { app, codes } = await appWith({ edge: { capacity: 2, refillPerSecond: 0, key } })
-  const answers = [
-    await app.inject({ url: '/', headers: { 'x-api-key': 'a' } }),
-    await app.inject({ url: '/', headers: { 'x-api-key': 'b', 'x-fail': '1' } }),
-    await app.inject({ url: '/', headers: { 'x-api-key': 'c' } })
-  ]
-  t.same(answers.map((answer) => answer.statusCode), [200, 200, 429], 'one bucket for the client IP, whatever the keys')
-  await new Promise((resolve) => setImmediate(resolve))
-  t.same(codes(), ['TOLLGATE_ASYNC_EDGE_KEY'], 'warned once')
-  t.same(escaped, [], 'no unhandled rejection')
-  await app.close()
 })
 
 t.test('an async onLimit that rejects is logged, never an unhandled rejection', async (t) => {

@@ -1,0 +1,158 @@
+/**
+ * User functions that answer with a promise (keys looked up in a database):
+ * `edge.key`, the allow-list, `app.identify`, a route's cost and a route's edge key
+ * are awaited; a rejection or a late answer (asyncTimeoutMs) has the documented
+ * fallback, is logged with TOLLGATE_LOOKUP_FAILED at most once a minute, and never
+ * becomes a 500 or an unhandled rejection.
+ */
+import t from 'tap'
+import Fastify, { type FastifyInstance } from 'fastify'
+import tollgate, { memoryStore, type TollgateOptions } from '../../lib/index.js'
+import { Lookups, LOOKUP_FAILED } from '../../lib/layers/lookup.js'
+import { logSink, manualClock, unhandledRejections } from '../helpers.js'
+
+/** A promise settled on the next turn (a lookup that goes somewhere). */
+const later = async <T>(value: T): Promise<T> => new Promise((resolve) => setImmediate(() => { resolve(value) }))
+const failing = async (): Promise<never> => new Promise((_resolve, reject) => setImmediate(() => { reject(new Error('lookup down')) }))
+/** A promise that never settles (a lookup that hangs). */
+const hanging = async (): Promise<never> => new Promise(() => {})
+
+async function appWith (options: Omit<TollgateOptions, 'store'>): Promise<{ app: FastifyInstance, lines: ReturnType<typeof logSink>['lines'] }> {
+  const { lines, logger } = logSink()
+  const app = Fastify({ logger })
+  const clock = manualClock()
+  await app.register(tollgate, { ...options, store: memoryStore({ clock: clock.now }), warnings: false })
+  app.get('/', async () => 'ok')
+  return { app, lines }
+}
+
+const codesOf = async (app: FastifyInstance, headers: Array<Record<string, string>>): Promise<number[]> => {
+  const codes: number[] = []
+  for (const h of headers) codes.push((await app.inject({ url: '/', headers: h })).statusCode)
+  return codes
+}
+const failures = (lines: ReturnType<typeof logSink>['lines'], fn: string): number => lines.filter((line) => line.code === 'TOLLGATE_LOOKUP_FAILED' && line.function === fn).length
+
+t.test('an async edge.key is awaited: each key its own bucket', async (t) => {
+  const { app } = await appWith({ edge: { capacity: 1, refillPerSecond: 0, key: async (request) => later(request.headers['x-api-key']) } })
+  t.same(await codesOf(app, [{ 'x-api-key': 'a' }, { 'x-api-key': 'b' }, { 'x-api-key': 'a' }]), [200, 200, 429])
+  await app.close()
+})
+
+t.test('an edge.key that rejects or hangs keys by client IP, logged once', async (t) => {
+  const escaped = unhandledRejections(t)
+  const { app, lines } = await appWith({
+    asyncTimeoutMs: 5,
+    edge: { capacity: 2, refillPerSecond: 0, key: async (request) => request.headers['x-hang'] !== undefined ? hanging() : failing() }
+  })
+  t.same(await codesOf(app, [{}, { 'x-hang': '1' }, {}]), [200, 200, 429], 'one bucket: the client IP')
+  t.equal(failures(lines, 'edge.key'), 1, 'logged once a minute, whatever failed')
+  t.match(lines.find((line) => line.code === 'TOLLGATE_LOOKUP_FAILED')?.msg, /the promise of edge\.key rejected; the request is keyed by client IP/)
+  t.same(escaped, [])
+  await app.close()
+})
+
+t.test('an async allow-list: a promise of true allows, anything else does not', async (t) => {
+  const escaped = unhandledRejections(t)
+  const match = async (request: { headers: Record<string, unknown> }): Promise<boolean> => {
+    if (request.headers['x-fail'] !== undefined) return failing()
+    return later(request.headers['x-partner'] === 'yes')
+  }
+  for (const allowList of [match, { match }]) {
+    const { app, lines } = await appWith({ edge: { capacity: 1, refillPerSecond: 0 }, allowList })
+    t.same(await codesOf(app, [{ 'x-partner': 'yes' }, { 'x-partner': 'yes' }, {}, { 'x-fail': '1' }, { 'x-partner': 'no' }]), [200, 200, 200, 429, 429])
+    const allowed = await app.inject({ url: '/', headers: { 'x-partner': 'yes' } })
+    t.equal(allowed.headers.ratelimit, undefined, 'an allowed request gets no header')
+    t.equal(failures(lines, 'allowList'), 1)
+    await app.close()
+  }
+  t.same(escaped, [])
+})
+
+t.test('an async allow-list runs in the app layer too', async (t) => {
+  const { app } = await appWith({ app: { tiers: { default: { capacity: 1, refillPerSecond: 0 } }, identify: () => undefined }, allowList: async (request) => later(request.headers['x-partner'] === 'yes') })
+  t.same(await codesOf(app, [{ 'x-partner': 'yes' }, { 'x-partner': 'yes' }, {}, {}]), [200, 200, 200, 429])
+  await app.close()
+})
+
+t.test('an async identify is awaited (its tier applies); one that rejects or hangs is anonymous', async (t) => {
+  const escaped = unhandledRejections(t)
+  const { app, lines } = await appWith({
+    asyncTimeoutMs: 5,
+    app: {
+      tiers: { default: { capacity: 1, refillPerSecond: 0 }, vip: { capacity: 3, refillPerSecond: 0 } },
+      identify: async (request) => {
+        const who = request.headers['x-user']
+        if (who === 'fail') return failing()
+        if (who === 'hang') return hanging()
+        return later(typeof who === 'string' ? { id: who, tier: 'vip' } : undefined)
+      }
+    }
+  })
+  t.same(await codesOf(app, [{ 'x-user': 'alice' }, { 'x-user': 'alice' }, { 'x-user': 'alice' }, { 'x-user': 'alice' }]), [200, 200, 200, 429], 'alice is vip: 3')
+  t.same(await codesOf(app, [{ 'x-user': 'fail' }, { 'x-user': 'hang' }]), [200, 429], 'anonymous (default tier, by IP): 1, never vip')
+  t.equal(failures(lines, 'app.identify'), 1)
+  t.same(escaped, [])
+  await app.close()
+})
+
+t.test('an async cost is awaited; one that rejects or hangs is a 503 TOLLGATE_LOOKUP_FAILED, never a 500', async (t) => {
+  const escaped = unhandledRejections(t)
+  const { lines, logger } = logSink()
+  const app = Fastify({ logger })
+  await app.register(tollgate, { asyncTimeoutMs: 5, warnings: false, app: { tiers: { default: { capacity: 10, refillPerSecond: 0 } }, identify: () => ({ id: 'u' }) } })
+  const cost = async (request: { headers: Record<string, unknown> }): Promise<number> => {
+    const given = request.headers['x-cost']
+    if (given === 'fail') return failing()
+    if (given === 'hang') return hanging()
+    return later(Number(given))
+  }
+  app.get('/', { config: { rateLimit: { cost } } }, async () => 'ok')
+  const send = async (value: string) => app.inject({ url: '/', headers: { 'x-cost': value } })
+  t.equal((await send('6')).statusCode, 200)
+  t.equal((await send('6')).statusCode, 429, '6 of 10 taken: another 6 does not fit')
+  const failed = await send('fail')
+  t.equal(failed.statusCode, 503)
+  t.equal(failed.json().code, 'TOLLGATE_LOOKUP_FAILED')
+  t.equal(failed.headers['retry-after'], '1')
+  t.equal((await send('hang')).statusCode, 503)
+  t.equal((await send('-1')).statusCode, 500, 'a wrong answer is the server bug a wrong sync answer is')
+  t.equal((await send('4')).statusCode, 200, 'nothing was taken by the failures: 4 left')
+  t.equal(failures(lines, 'rateLimit.cost'), 1)
+  t.same(escaped, [])
+  await app.close()
+})
+
+t.test('in shadow mode a failed cost lookup passes', async (t) => {
+  const app = Fastify()
+  await app.register(tollgate, { shadow: true, asyncTimeoutMs: 1, warnings: false, app: { tiers: { default: { capacity: 10, refillPerSecond: 0 } }, identify: () => ({ id: 'u' }) } })
+  app.get('/', { config: { rateLimit: { cost: async () => hanging() } } }, async () => 'ok')
+  t.equal((await app.inject('/')).statusCode, 200)
+  await app.close()
+})
+
+t.test('Lookups: a value, a rejection, a timeout, a rejection after the timeout', async (t) => {
+  const { lines, logger } = logSink()
+  const log = Fastify({ logger }).log
+  let now = 0
+  const lookups = new Lookups(5, log, () => now)
+  t.equal(await lookups.wait('edge.key', later('k')), 'k')
+  t.equal(await lookups.wait('edge.key', Promise.reject(new Error('x'))), LOOKUP_FAILED)
+  let reject: (error: Error) => void = () => {}
+  const late = new Promise<string>((_resolve, rejectLater) => { reject = rejectLater })
+  now = 60_000
+  t.equal(await lookups.wait('edge.key', late), LOOKUP_FAILED, 'late')
+  reject(new Error('after the timeout'))
+  await later(undefined)
+  t.equal(lines.length, 2, 'the rejection after the timeout is not logged again')
+  t.match(lines[1]?.msg, /did not answer within 5 ms \(asyncTimeoutMs\)/)
+  now = 60_001
+  // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- a rejection without a reason, as user code may give
+  t.equal(await lookups.wait('edge.key', Promise.reject(undefined)), LOOKUP_FAILED)
+  t.equal(lines.length, 2, 'once a minute')
+  now = 120_001
+  // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- as above
+  t.equal(await lookups.wait('edge.key', Promise.reject(undefined)), LOOKUP_FAILED)
+  t.equal(lines[2]?.since, 1, 'one failure left out since')
+  t.match(String((lines[2]?.err as { message?: string } | undefined)?.message), /rejected without a reason/)
+})
