@@ -37,8 +37,8 @@ export function checkOptions (value: unknown): Plan {
     fail('Expected at least one layer: `edge` or `app` must be set (both are omitted or `false`)')
   }
   const headers = options.headers ?? 'draft'
-  if (headers !== 'draft' && headers !== 'legacy' && headers !== false) {
-    expected(fail, 'headers', "'draft', 'legacy' or false", headers)
+  if (headers !== 'draft' && headers !== 'draft-03' && headers !== 'legacy' && headers !== false) {
+    expected(fail, 'headers', "'draft', 'draft-03', 'legacy' or false", headers)
   }
   const shadow = options.shadow ?? false
   if (typeof shadow !== 'boolean') expected(fail, 'shadow', 'a boolean', shadow)

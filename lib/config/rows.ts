@@ -24,7 +24,7 @@ export const PLUGIN_OPTIONS: readonly OptionRow[] = [
   row('edge', 'object or false', 'disabled', 'the per-client bucket, in onRequest'),
   row('app', 'object or false', 'disabled', 'the per-user layer, after authentication'),
   row('allowList', 'addresses, a predicate, or both', 'none', 'requests no layer limits'),
-  row('headers', "'draft' | 'legacy' | false", "'draft'", 'which rate-limit headers to send'),
+  row('headers', "'draft' | 'draft-03' | 'legacy' | false", "'draft'", 'which rate-limit headers to send'),
   row('shadow', 'boolean', 'false', 'decide, count and log, but never refuse'),
   row('shadowReport', '{ minutes?, keys? }', '{ minutes: 10, keys: 1000 }', 'what the shadow report keeps'),
   row('onLimit', '(request, decision) => void', 'none', 'called on every refusal'),

@@ -7,7 +7,7 @@ import type { FastifyRequest } from 'fastify'
 import { performance } from 'node:perf_hooks'
 import { decisionChannel, publishDecision, publishUnavailable } from '../output/diagnostics.js'
 import { StoreUnavailableError } from '../output/errors.js'
-import { HeaderLayout, namedPolicy, writeHeaders } from '../output/headers.js'
+import { HeaderLayout, namedPolicy, writeHeaders, writePolicies } from '../output/headers.js'
 import { storeOf, type Settings } from './context.js'
 import type { LimitDecision } from '../types/decision.js'
 import type { BucketRequest, StoreDecision } from '../types/store.js'
@@ -98,11 +98,12 @@ function layoutUnder (layout: HeaderLayout, applied: readonly BucketPolicy[]): H
 function finish (settings: Settings, step: RequestStep, decision: StoreDecision, storeMs: number): void {
   const request = step.request
   const outcome = settings.outcome
-  // Honest headers when degraded: a local share shows its own policies; an uncounted pass shows none.
-  if (settings.headers !== false && decision.degraded !== 'open') {
+  // Honest headers when degraded: a local share shows its own policies; an uncounted pass shows the policies alone.
+  if (settings.headers !== false) {
     const applied = decision.policies
     const layout = applied === undefined ? step.layout : layoutUnder(step.layout, applied)
-    writeHeaders(step.reply, settings.headers, layout, decision.tokens)
+    if (decision.degraded !== 'open') writeHeaders(step.reply, settings.headers, layout, decision.tokens)
+    else writePolicies(step.reply, settings.headers, layout)
   }
   if (decision.allowed) {
     if (storeMs !== UNWATCHED) publishDecision(request, report(step, decision), outcome.shadow, decision.degraded, storeMs)

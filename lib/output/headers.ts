@@ -1,7 +1,8 @@
 /**
  * Response headers from a decision: `RateLimit-Policy` and `RateLimit`
- * (draft-ietf-httpapi-ratelimit-headers -10/-11), or the legacy `X-RateLimit-*`
- * trio, and `Retry-After` on a refusal.
+ * (draft-ietf-httpapi-ratelimit-headers -10/-11), or a trio of one bucket (the
+ * legacy `X-RateLimit-*`, or draft -03's `RateLimit-Limit`, `-Remaining` and
+ * `-Reset`), and `Retry-After` on a refusal.
  *
  * Each layer appends its own list members, so edge and app both appear:
  * `RateLimit: "edge";r=99;t=1, "app";r=10;t=2`.
@@ -100,6 +101,33 @@ export class HeaderLayout {
   }
 }
 
+/** The styles that show one bucket in three fields. */
+type TrioStyle = Exclude<HeaderStyle, 'draft' | false>
+
+/** The three fields of a trio style, lowercase as written. */
+interface TrioNames {
+  /** The capacity, whole. */
+  readonly limit: string
+  /** Whole tokens now. */
+  readonly remaining: string
+  /** Whole seconds until full; left out when the bucket never refills. */
+  readonly reset: string
+}
+
+/** Each trio style's names: one writer, the names as data. */
+const TRIO_NAMES: Readonly<Record<TrioStyle, TrioNames>> = {
+  legacy: { limit: 'x-ratelimit-limit', remaining: 'x-ratelimit-remaining', reset: 'x-ratelimit-reset' },
+  'draft-03': { limit: 'ratelimit-limit', remaining: 'ratelimit-remaining', reset: 'ratelimit-reset' }
+}
+
+/** `RateLimit-Policy` with this step's members appended. */
+function appendPolicy (reply: FastifyReply, layout: HeaderLayout): void {
+  const policy = reply.getHeader('ratelimit-policy')
+  reply.header('ratelimit-policy', policy === undefined
+    ? layout.policyValue
+    : typeof policy === 'string' ? layout.policyAfter(policy) : `${String(policy)}, ${layout.policyValue}`)
+}
+
 /** `value` appended to what header `name` holds (an earlier layer's members, or another limiter's). */
 function append (reply: FastifyReply, name: string, value: string): void {
   const previous = reply.getHeader(name)
@@ -115,24 +143,44 @@ export function writeHeaders (
 ): void {
   const buckets = layout.buckets
   if (style === 'draft') {
-    const policy = reply.getHeader('ratelimit-policy')
-    reply.header('ratelimit-policy', policy === undefined
-      ? layout.policyValue
-      : typeof policy === 'string' ? layout.policyAfter(policy) : `${String(policy)}, ${layout.policyValue}`)
+    appendPolicy(reply, layout)
     let state = stateMember(buckets[0] as NamedPolicy, tokens[0] as number)
     for (let i = 1; i < buckets.length; i++) state += `, ${stateMember(buckets[i] as NamedPolicy, tokens[i] as number)}`
     append(reply, 'ratelimit', state)
-  } else if (style === 'legacy') {
-    // The legacy trio can show one bucket: the one with the fewest whole tokens left wins.
-    for (let i = 0; i < buckets.length; i++) {
-      const bucket = buckets[i] as NamedPolicy
-      const { remaining, untilFull } = bucketState(tokens[i] as number, bucket.policy)
-      const shown = reply.getHeader('x-ratelimit-remaining')
-      if (shown !== undefined && Number(shown) <= remaining) continue
-      reply.header('x-ratelimit-limit', fieldInteger(Math.floor(bucket.policy.capacity)))
-      reply.header('x-ratelimit-remaining', remaining)
-      if (untilFull !== undefined) reply.header('x-ratelimit-reset', untilFull)
-      else reply.removeHeader('x-ratelimit-reset')
-    }
+  } else if (style !== false) {
+    writeTrio(reply, TRIO_NAMES[style], layout, tokens)
+  }
+}
+
+/** A trio can show one bucket: the one with the fewest whole tokens left wins, across layers too. */
+function writeTrio (reply: FastifyReply, names: TrioNames, layout: HeaderLayout, tokens: readonly number[]): void {
+  const buckets = layout.buckets
+  for (let i = 0; i < buckets.length; i++) {
+    const bucket = buckets[i] as NamedPolicy
+    const { remaining, untilFull } = bucketState(tokens[i] as number, bucket.policy)
+    const shown = reply.getHeader(names.remaining)
+    if (shown !== undefined && Number(shown) <= remaining) continue
+    reply.header(names.limit, fieldInteger(Math.floor(bucket.policy.capacity)))
+    reply.header(names.remaining, remaining)
+    if (untilFull !== undefined) reply.header(names.reset, untilFull)
+    else reply.removeHeader(names.reset)
+  }
+}
+
+/**
+ * The policies alone, for a step the store let through uncounted (`failMode: 'open'`):
+ * what is left and when it is full are unknown. A trio shows the smallest capacity,
+ * unless a counted bucket's trio is already shown (it stays whole).
+ */
+export function writePolicies (reply: FastifyReply, style: HeaderStyle, layout: HeaderLayout): void {
+  if (style === 'draft') {
+    appendPolicy(reply, layout)
+  } else if (style !== false) {
+    const names = TRIO_NAMES[style]
+    if (reply.getHeader(names.remaining) !== undefined) return
+    let limit = MAX_FIELD_INTEGER
+    for (const bucket of layout.buckets) limit = Math.min(limit, fieldInteger(Math.floor(bucket.policy.capacity)))
+    const shown = reply.getHeader(names.limit)
+    if (shown === undefined || Number(shown) > limit) reply.header(names.limit, limit)
   }
 }

@@ -39,8 +39,12 @@ export type AllowListOption = readonly string[] | ((request: FastifyRequest) => 
 }
 
 
-/** `'draft'` (default): RateLimit and RateLimit-Policy; `'legacy'`: X-RateLimit-*; `false`: none. */
-export type HeaderStyle = 'draft' | 'legacy' | false
+/**
+ * `'draft'` (default): RateLimit and RateLimit-Policy; `'draft-03'`: RateLimit-Limit,
+ * RateLimit-Remaining and RateLimit-Reset (@fastify/rate-limit's `enableDraftSpec`);
+ * `'legacy'`: X-RateLimit-*; `false`: none.
+ */
+export type HeaderStyle = 'draft' | 'draft-03' | 'legacy' | false
 
 
 /** `shadowReport`: how much `fastify.tollgate.shadowReport()` keeps. */

@@ -1,7 +1,7 @@
 import t from 'tap'
 import Fastify from 'fastify'
-import tollgate, { memoryStore } from '../../lib/index.js'
-import { buildApp } from '../helpers.js'
+import tollgate, { memoryStore, type HeaderStyle, type Store } from '../../lib/index.js'
+import { buildApp, buildAppOn } from '../helpers.js'
 import { namedPolicy, retryAfterSeconds, stateMember } from '../../lib/output/headers.js'
 
 const layers = { edge: { capacity: 100, refillPerSecond: 50 }, app: { tiers: { default: { capacity: 20, refillPerSecond: 5 } } } }
@@ -108,6 +108,78 @@ t.test("legacy: a tighter later bucket that never refills drops the earlier rese
   t.equal(response.headers['x-ratelimit-limit'], '2')
   t.equal(response.headers['x-ratelimit-reset'], undefined)
   await app.close()
+})
+
+t.test("headers: 'draft-03' sends RateLimit-Limit, -Remaining and -Reset of the most constrained bucket", async (t) => {
+  const { app, clock } = await buildApp({ ...layers, headers: 'draft-03' })
+  app.post('/export', { config: { rateLimit: { cost: 20 } } }, async () => 'ok')
+  app.get('/', async () => 'ok')
+  const response = await app.inject('/')
+  t.equal(response.headers['ratelimit'], undefined)
+  t.equal(response.headers['ratelimit-policy'], undefined)
+  t.equal(response.headers['x-ratelimit-limit'], undefined)
+  t.equal(response.headers['ratelimit-limit'], '20', 'the app bucket has fewer tokens left than the edge')
+  t.equal(response.headers['ratelimit-remaining'], '19')
+  t.equal(response.headers['ratelimit-reset'], '1', '1 token at 5/s: 0.2 s, rounded up')
+  clock.set(800)
+  t.equal((await app.inject({ method: 'POST', url: '/export' })).statusCode, 200, 'the app bucket full again: all 20 taken')
+  clock.set(900)
+  const refused = await app.inject({ method: 'POST', url: '/export' })
+  t.equal(refused.statusCode, 429)
+  t.equal(refused.headers['ratelimit-limit'], '20')
+  t.equal(refused.headers['ratelimit-remaining'], '0')
+  t.equal(refused.headers['ratelimit-reset'], '4', '0.5 tokens: 19.5 to full at 5/s = 3.9 s, rounded up')
+  t.equal(refused.headers['retry-after'], '4', 'the same 19.5 tokens for a cost of 20')
+  t.equal(refused.headers['cache-control'], 'no-store')
+  await app.close()
+
+  const edgeTighter = await buildApp({ edge: { capacity: 5, refillPerSecond: 0 }, app: layers.app, headers: 'draft-03' })
+  edgeTighter.app.get('/', async () => 'ok')
+  const tight = await edgeTighter.app.inject('/')
+  t.equal(tight.headers['ratelimit-limit'], '5', 'the edge stays when it is the tighter one')
+  t.equal(tight.headers['ratelimit-remaining'], '4')
+  t.equal(tight.headers['ratelimit-reset'], undefined, 'never full again: left out')
+  await edgeTighter.app.close()
+})
+
+/** A store that lets the buckets of a capacity in `open` through uncounted, and takes one token from the others (full before). */
+function partlyOpenStore (open: number[]): Store {
+  return {
+    consume: (buckets) => open.includes(buckets[0]?.policy.capacity ?? 0)
+      ? { allowed: true, tokens: buckets.map((bucket) => bucket.policy.capacity), retryAfterMs: 0, degraded: 'open' }
+      : { allowed: true, tokens: buckets.map((bucket) => bucket.policy.capacity - 1), retryAfterMs: 0 },
+    close () {}
+  }
+}
+
+t.test('an uncounted pass (degraded open) sends the policies alone, in every style', async (t) => {
+  const trios = { legacy: ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset'], 'draft-03': ['ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset'] }
+  const headersOf = async (style: HeaderStyle, open: number[]): Promise<Record<string, unknown>> => {
+    const app = await buildAppOn(partlyOpenStore(open), { ...layers, headers: style })
+    app.get('/', async () => 'ok')
+    const response = await app.inject('/')
+    t.equal(response.statusCode, 200)
+    await app.close()
+    return response.headers
+  }
+  const draft = await headersOf('draft', [100, 20])
+  t.equal(draft['ratelimit-policy'], '"edge";q=100;w=2, "app";q=20;w=4', 'both layers open: both policies')
+  t.equal(draft['ratelimit'], undefined, 'no state: it is unknown')
+  const appOpen = await headersOf('draft', [20])
+  t.equal(appOpen['ratelimit-policy'], '"edge";q=100;w=2, "app";q=20;w=4')
+  t.equal(appOpen['ratelimit'], '"edge";r=99;t=1', 'the counted edge keeps its state')
+  for (const [style, [limit, remaining, reset]] of Object.entries(trios) as Array<[HeaderStyle, string[]]>) {
+    const both = await headersOf(style, [100, 20])
+    t.same([both[limit as string], both[remaining as string], both[reset as string]], ['20', undefined, undefined], `${String(style)}, both open: the smaller limit alone`)
+    const edgeOpen = await headersOf(style, [100])
+    t.same([edgeOpen[limit as string], edgeOpen[remaining as string], edgeOpen[reset as string]], ['20', '19', '1'], `${String(style)}, edge open: the counted app's trio`)
+    const onlyApp = await headersOf(style, [20])
+    t.same([onlyApp[limit as string], onlyApp[remaining as string], onlyApp[reset as string]], ['100', '99', '1'], `${String(style)}, app open: the counted edge's trio stays whole`)
+    t.equal(onlyApp['ratelimit-policy'], undefined)
+  }
+  const none = await headersOf(false, [100, 20])
+  t.equal(none['ratelimit-policy'], undefined)
+  t.equal(none['x-ratelimit-limit'], undefined)
 })
 
 t.test('headers: false sends no rate-limit headers, but a refusal keeps Retry-After', async (t) => {

@@ -62,7 +62,9 @@ if (requireRedis(t)) {
       t.ok(samples.filter((s) => s.phase === 'before').every((s) => s.status === 200 && s.headers['ratelimit'] !== undefined), 'before: allowed by Redis')
       if (failMode === 'open') {
         t.ok(outage.every((s) => s.status === 200), 'open: allowed')
-        t.ok(outage.some((s) => s.headers['ratelimit'] === undefined), 'open: uncounted answers carry no RateLimit headers')
+        const uncounted = outage.filter((s) => s.headers['ratelimit'] === undefined)
+        t.ok(uncounted.length > 0, 'open: uncounted answers carry no RateLimit (the state is unknown)')
+        t.ok(uncounted.every((s) => s.headers['ratelimit-policy'] === '"edge";q=10000'), 'open: they carry the policy, still true')
       } else if (failMode === 'closed') {
         t.ok(outage.some((s) => s.status === 503), 'closed: refused with 503')
         t.ok(outage.every((s) => s.status === 200 || (s.status === 503 && s.headers['retry-after'] === '1')), 'closed: 503s carry Retry-After')
@@ -78,6 +80,34 @@ if (requireRedis(t)) {
       t.equal(lines.filter((line) => line.msg.includes('the store failed')).length, 0, 'no error line per request')
     })
   }
+
+  t.test("failMode 'open' with Redis stopped: every header style sends the policies alone", async (t) => {
+    const server = await startRedis(t)
+    const layers = { edge: { capacity: 100, refillPerSecond: 50 }, app: { tiers: { default: { capacity: 20, refillPerSecond: 5 } } } }
+    const styles = { draft: ['ratelimit-policy', 'ratelimit'], 'draft-03': ['ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset'], legacy: ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset'] } as const
+    const apps = []
+    for (const headers of Object.keys(styles) as Array<keyof typeof styles>) {
+      const client = new Redis({ port: server.port, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => 50 })
+      client.on('error', () => {})
+      const app = Fastify()
+      await app.register(tollgate, { store: redisStore({ client, failMode: 'open', timeoutMs: 50, heartbeatIntervalMs: 0, prefix: `${headers}:` }), headers, ...layers })
+      app.get('/', async () => 'ok')
+      await app.ready()
+      if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve))
+      t.teardown(async () => { await app.close(); client.disconnect() })
+      apps.push({ headers, app, names: styles[headers] })
+    }
+    const shown = async (app: FastifyInstance, names: readonly string[]): Promise<unknown[]> => {
+      const response = await app.inject('/')
+      t.equal(response.statusCode, 200)
+      return names.map((name) => response.headers[name])
+    }
+    const counted = { draft: ['"edge";q=100;w=2, "app";q=20;w=4', '"edge";r=99;t=1, "app";r=19;t=1'], 'draft-03': ['20', '19', '1'], legacy: ['20', '19', '1'] }
+    for (const { headers, app, names } of apps) t.same(await shown(app, names), counted[headers], `${headers}: counted by Redis`)
+    await server.kill()
+    const uncounted = { draft: ['"edge";q=100;w=2, "app";q=20;w=4', undefined], 'draft-03': ['20', undefined, undefined], legacy: ['20', undefined, undefined] }
+    for (const { headers, app, names } of apps) t.same(await shown(app, names), uncounted[headers], `${headers}: uncounted, the policies alone`)
+  })
 
   t.test('with ioredis defaults (offline queue on), the timeout still bounds every answer', async (t) => {
     const server = await startRedis(t)
