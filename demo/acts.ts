@@ -221,7 +221,7 @@ export async function layersAct (time: Timeline, onTick: (elapsedMs: number, cli
     store: memoryStore({ clock: time.now }),
     edge: { capacity: 100, refillPerSecond: 50 },
     app: { tiers: { default: { capacity: 20, refillPerSecond: 10 }, vip: { capacity: 200, refillPerSecond: 100 } } },
-    onLimit: (request, decision) => { if (decision.layer !== 'manual') clients[String(request.headers['x-demo-client'])]![decision.layer]++ }
+    onLimit: (request, decision) => { if (decision.layer === 'edge' || decision.layer === 'app') clients[String(request.headers['x-demo-client'])]![decision.layer]++ }
   })
   await app.register(jwt, { secret: 'demo-only-secret' })
   app.addHook('onRequest', async (request) => { if (request.headers.authorization !== undefined) await request.jwtVerify() })

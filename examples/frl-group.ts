@@ -3,14 +3,14 @@
  * `GET /otp/resend` share one limit per client, 3 a minute, so that alternating
  * between them buys nothing.
  *
- * There is no group option here. A shared bucket is a hook that both routes
- * carry, taking from one bucket named after the group with
- * `fastify.tollgate.consume`, and refusing as the plugin refuses. (In FRL 11,
- * routes with one `groupId` still count apart, each up to its own `max`:
- * fastify-rate-limit#463.)
+ * There is no group option here: the routes of a group carry one limiter,
+ * `fastify.tollgate.limiter`, as a hook. Every route that carries it takes from
+ * its bucket of the client, with the plugin's headers (`"otp";r=2;t=20`), and is
+ * refused as the plugin refuses. (In FRL 11, routes with one `groupId` still
+ * count apart, each up to its own `max`: fastify-rate-limit#463.)
  */
-import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify'
-import tollgate, { memoryStore, RateLimitedError, type BucketPolicy } from 'fastify-tollgate'
+import Fastify from 'fastify'
+import tollgate, { memoryStore, per } from 'fastify-tollgate'
 import type { Example } from './example.js'
 
 export const example: Example = {
@@ -19,18 +19,8 @@ export const example: Example = {
     const app = Fastify({ logger })
     await app.register(tollgate, { store: memoryStore({ clock }), edge: { capacity: 100, refillPerSecond: 10 } })
 
-    /**
-     * An `onRequest` hook that takes one token from the client's bucket of `group`,
-     * keyed by `request.ip` (unlike the edge, it does not group IPv6 by /64).
-     */
-    const groupLimit = (group: string, policy: BucketPolicy) => async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
-      const decision = await app.tollgate.consume(`${group}:${request.ip}`, policy)
-      if (decision.allowed) return
-      const refusal = new RateLimitedError(decision)
-      reply.header('retry-after', refusal.retryAfterSeconds).header('cache-control', 'no-store')
-      throw refusal
-    }
-    const otp = groupLimit('otp', { capacity: 3, refillPerSecond: 3 / 60 })
+    // One bucket per client address (IPv6 grouped by /64, as the edge groups it), for every route that carries it.
+    const otp = app.tollgate.limiter({ name: 'otp', ...per(3, 'minute') })
 
     app.get('/otp/send', { onRequest: otp }, async () => ({ sent: true }))
     app.get('/otp/resend', { onRequest: otp }, async () => ({ sent: true, again: true }))

@@ -2,10 +2,13 @@
  * @fastify/rate-limit's `fastify.createRateLimit()`, translated: check a limit
  * by hand in a handler (GraphQL resolvers, tRPC procedures, job queues).
  *
- * Here that is `fastify.tollgate.consume(key, policy, cost?)`: it takes from the
- * bucket you name (its keys live apart from the layers'), and resolves to a
- * decision, `allowed` or not, with `retryAfterMs` and the bucket's tokens left;
- * it never throws for a refusal. You answer the refusal as you like.
+ * Here that is a limiter, `fastify.tollgate.limiter(options)`, and its
+ * `check(request)`: it counts the request as the limiter's hook would (its key,
+ * the client IP by default; its cost; the allow-list) and resolves to a decision,
+ * `allowed` or not, with `retryAfterMs` and the bucket's tokens left. It sets no
+ * header and never throws for a refusal: you answer the refusal as you like.
+ * (For work that is no request, `fastify.tollgate.consume(key, policy)` takes
+ * from a bucket you name.)
  *
  * The plugin needs a layer: here a generous edge guards against floods, well
  * above the limits checked by hand.
@@ -20,17 +23,19 @@ export const PER_MINUTE = { capacity: 100, refillPerSecond: 100 / 60 }
 export const CUSTOM = { capacity: 3, refillPerSecond: 3 / 60 }
 
 export const example: Example = {
-  about: 'Limits checked by hand with fastify.tollgate.consume: GET / 100 per IP, then 100 a minute; GET /custom 3, then 3 a minute.',
+  about: 'Limits checked by hand with a limiter\'s check(): GET / 100 per IP, then 100 a minute; GET /custom 3, then 3 a minute.',
   async build ({ clock, logger = false } = {}) {
     const app = Fastify({ logger })
     await app.register(tollgate, { store: memoryStore({ clock }), edge: { capacity: 1000, refillPerSecond: 100 } })
+    const root = app.tollgate.limiter({ name: 'root', ...PER_MINUTE })
+    const custom = app.tollgate.limiter({ name: 'custom', ...CUSTOM })
     app.get('/', async (request, reply) => {
-      const limit = await app.tollgate.consume(`root:${request.ip}`, PER_MINUTE)
+      const limit = await root.check(request)
       if (!limit.allowed) return reply.code(429).header('retry-after', Math.ceil(limit.retryAfterMs / 1000)).send('Limit exceeded')
       return 'Hello world'
     })
     app.get('/custom', async (request, reply) => {
-      const limit = await app.tollgate.consume(`custom:${request.ip}`, CUSTOM)
+      const limit = await custom.check(request)
       if (!limit.allowed) return reply.code(429).header('retry-after', Math.ceil(limit.retryAfterMs / 1000)).send('Limit exceeded')
       return `Hello world, ${Math.floor(limit.buckets[0]?.tokens ?? 0)} left`
     })

@@ -7,32 +7,27 @@
  * with nothing added (FRL: `{ max: 2, timeWindow: 1000 }` → 2 at once, then 2 a
  * second).
  *
- * FRL's second variant gives 404s limits of their own. Here a budget of their
- * own is taken with `fastify.tollgate.consume` in the 404 handler's `preHandler`,
- * on top of the edge's: 4 misses per IP at once, then one every 15 s, so that
- * walking a list of guessed URLs soon stops.
+ * FRL's second variant, `fastify.rateLimit({ max, timeWindow })`, gives 404s
+ * limits of their own. Here that is a limiter, `fastify.tollgate.limiter`, as the
+ * 404 handler's `preHandler`: 4 misses per IP at once, then 4 a minute, on top of
+ * the edge, so that walking a list of guessed URLs soon stops. It refuses as the
+ * plugin does (429 `TOLLGATE_RATE_LIMITED`, `Retry-After`, not cached) and adds
+ * its member to the headers: `RateLimit: "edge";r=1;t=1, "not-found";r=3;t=15`.
  */
-import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify'
-import tollgate, { memoryStore, RateLimitedError } from 'fastify-tollgate'
+import Fastify from 'fastify'
+import tollgate, { memoryStore } from 'fastify-tollgate'
 import type { Example } from './example.js'
 
 /** Misses per client IP: 4 at once, then 4 a minute. */
 export const MISSES = { capacity: 4, refillPerSecond: 4 / 60 }
 
 export const example: Example = {
-  about: '404s limited: the edge (2 per IP at once, then 2/s) covers them, and a budget of 4 misses, then 4 a minute, on top.',
+  about: '404s limited: the edge (2 per IP at once, then 2/s) covers them, and a limiter of 4 misses, then 4 a minute, on top.',
   async build ({ clock, logger = false } = {}) {
     const app = Fastify({ logger })
     await app.register(tollgate, { store: memoryStore({ clock }), edge: { capacity: 2, refillPerSecond: 2 } })
     app.setNotFoundHandler({
-      preHandler: async (request: FastifyRequest, reply: FastifyReply) => {
-        const misses = await app.tollgate.consume(`404:${request.ip}`, MISSES)
-        if (misses.allowed) return
-        // Refused as the plugin refuses: 429, TOLLGATE_RATE_LIMITED, Retry-After, not cached.
-        const refusal = new RateLimitedError(misses)
-        reply.header('retry-after', refusal.retryAfterSeconds).header('cache-control', 'no-store')
-        throw refusal
-      }
+      preHandler: app.tollgate.limiter({ name: 'not-found', ...MISSES })
     }, async (_request, reply) => reply.code(404).send({ error: 'Not Found' }))
     app.get('/', async () => ({ hello: 'world' }))
     return app

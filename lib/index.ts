@@ -5,6 +5,7 @@ export default plugin
 export { plugin as tollgate }
 export type { TollgateDecorator } from './layers/decorator.js'
 export type { LayerBucket, PeekDecision, BucketLevel } from './layers/manual.js'
+export type { Limiter, LimiterOptions, LimiterDecision, LimiterKey } from './types/limiter.js'
 export { memoryStore, MemoryStore, type MemoryStoreOptions } from './stores/memory.js'
 export { redisStore, RedisStore, type RedisStoreOptions, type FailMode } from './stores/redis/index.js'
 export type { RedisClientLike } from './stores/redis/client.js'

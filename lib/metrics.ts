@@ -189,7 +189,7 @@ function decisionCounter (maxRoutes: number, decisionCounts: DecisionCounts, lat
     routes.add(route)
     return route
   }
-  const layerLabels = { edge: { layer: 'edge' }, app: { layer: 'app' } } as const
+  const layerLabels = { edge: { layer: 'edge' }, app: { layer: 'app' }, limiter: { layer: 'limiter' } } as const
   return (message: unknown): void => {
     const { layer, tier = '', outcome, storeMs, penalty, route: pattern } = message as DecisionMessage
     const route = routeLabel(pattern)

@@ -38,12 +38,12 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
   if (edge !== undefined && edge.mode !== 'exact' && isLocalStore(plan.store)) warnings.warn('TOLLGATE_EDGE_MODE_LOCAL', { mode: edge.mode })
   // A route's own quota by bucket name, for `fastify.tollgate` calls that name it.
   const routeQuotas: RouteQuotas = new Map()
-  fastify.decorate('tollgate', decorator(settings, routeQuotas))
   const routes = new RouteTable(settings, warnings)
   const allowed = settings.allowList === undefined
     ? undefined
     : allowTest(settings.allowList, { perConnection, log: fastify.log, now: () => performance.now(), lookups: settings.lookups })
   const context = { settings, routes, warnings, perConnection, allowed }
+  fastify.decorate('tollgate', decorator(context, routeQuotas))
   if (edge !== undefined) fastify.addHook('onRequest', createEdgeHook(context, edge))
   const appContext: AppHookContext | undefined = app === undefined ? undefined : { ...context, app, keys: appKeys(edge?.ipv6Subnet ?? 64, perConnection) }
   // Routes already in the router were declared before the plugin loaded, unseen by onRoute:

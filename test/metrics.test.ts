@@ -103,6 +103,24 @@ t.test('outcomes, shadow, penalties, and routes past maxRoutes', async (t) => {
   await shadow.app.close()
 })
 
+t.test("a limiter's decisions: layer limiter, its latency and its penalties", async (t) => {
+  const registry = new Registry()
+  const metrics = tollgateMetrics({ registry })
+  t.teardown(() => { metrics.close() })
+  const { app } = await buildApp({ edge: { capacity: 100, refillPerSecond: 10 } })
+  t.teardown(() => app.close())
+  const otp = app.tollgate.limiter({ name: 'otp', capacity: 1, refillPerSecond: 0, penalty: { after: 1, withinSeconds: 60, seconds: 60 } })
+  app.setNotFoundHandler({ preHandler: otp }, async (_request, reply) => reply.code(404).send())
+  t.same([(await app.inject('/x')).statusCode, (await app.inject('/x')).statusCode], [404, 429])
+  const { samples } = parseExposition(await registry.metrics())
+  t.same(samples.filter((s) => s.name === 'tollgate_decisions_total' && s.labels.layer === 'limiter').map((s) => [s.labels.tier, s.labels.route, s.labels.outcome, s.value]), [
+    ['', UNMATCHED_ROUTE, 'near-limit', 1],
+    ['', UNMATCHED_ROUTE, 'refused', 1]
+  ])
+  t.equal(sum(samples, 'tollgate_store_duration_seconds_count', { layer: 'limiter' }), 2)
+  t.equal(sum(samples, 'tollgate_penalties_started_total', { layer: 'limiter' }), 1)
+})
+
 t.test('close(): stops counting and frees the names', async (t) => {
   const registry = new Registry()
   const first = tollgateMetrics({ registry })

@@ -3,7 +3,7 @@
  * Imports the package by name, so it checks the published declarations in dist/.
  */
 import Fastify, { type FastifyRequest, type RouteShorthandOptions } from 'fastify'
-import tollgate, { memoryStore, per, RateLimitedError, type NamedLimit, type Quota, type BucketLevel, type LayerBucket, type LimitDecision, type PeekDecision, type RouteCost, type Store, type TollgateOptions } from 'fastify-tollgate'
+import tollgate, { memoryStore, per, RateLimitedError, type Limiter, type LimiterDecision, type LimiterOptions, type NamedLimit, type Quota, type BucketLevel, type LayerBucket, type LimitDecision, type PeekDecision, type RouteCost, type Store, type TollgateOptions } from 'fastify-tollgate'
 import { DECISION_CHANNEL, NEAR_LIMIT_LEFT, STORE_CHANNEL, type DecisionMessage, type DecisionOutcome, type ShadowReport, type StoreMessage } from 'fastify-tollgate'
 import { tollgateMetrics, type TollgateMetrics } from 'fastify-tollgate/metrics'
 
@@ -106,8 +106,11 @@ app.get('/e', async (request) => {
 // The decorator is typed.
 async function manual (): Promise<boolean> {
   const decision = await app.tollgate.consume('jobs', { capacity: 5, refillPerSecond: 1 }, 2)
-  // @ts-expect-error: the key is a string
+  // A key of one's own is a string or a number.
   await app.tollgate.consume(42, { capacity: 5, refillPerSecond: 1 })
+  await app.tollgate.reset(42)
+  // @ts-expect-error: the key is a string or a number
+  await app.tollgate.consume(true, { capacity: 5, refillPerSecond: 1 })
   // Peek, refund and reset: a key of one's own with its policy, or a bucket a layer uses.
   const peeked: PeekDecision = await app.tollgate.peek('login:alice', { capacity: 5, refillPerSecond: 1 / 60 })
   const level: BucketLevel = await app.tollgate.refund({ layer: 'app', user: 42, tier: 'vip' }, 10)
@@ -131,6 +134,34 @@ async function manual (): Promise<boolean> {
 }
 void manual
 
+// A limiter is a hook of onRequest, preValidation and preHandler, in route options, setNotFoundHandler and addHook.
+async function limiters (): Promise<boolean> {
+  const notFound: Limiter = app.tollgate.limiter({ name: 'not-found', ...per(10, 'minute') })
+  app.setNotFoundHandler({ preHandler: notFound }, async (_request, reply) => reply.code(404).send())
+  const otp = app.tollgate.limiter({ name: 'otp', capacity: 3, refillPerSecond: 3 / 60, penalty: { after: 3, withinSeconds: 60, seconds: 600, status: 403 } })
+  app.get('/otp/send', { onRequest: otp }, async () => 'sent')
+  app.post<{ Body: { account: string } }>('/login', { preValidation: [otp], preHandler: otp }, async (request) => request.body.account)
+  app.addHook('onRequest', otp)
+  const byUser = app.tollgate.limiter({
+    name: 'by-user',
+    capacity: 5,
+    refillPerSecond: 1,
+    key: async (request: FastifyRequest) => request.headers['x-user'] === undefined ? undefined : 42,
+    cost: (request) => request.method === 'POST' ? 2 : 1,
+    allowList: false
+  })
+  let decision: LimiterDecision | undefined
+  app.get('/me', async (request) => { decision = await byUser.check(request); return decision.allowed })
+  const options: LimiterOptions = { name: 'n', capacity: 1, refillPerSecond: 1, key: undefined, cost: undefined }
+  // @ts-expect-error: a limiter has a name
+  app.tollgate.limiter({ capacity: 1, refillPerSecond: 1 })
+  // @ts-expect-error: a key function returns a string, a number or undefined
+  app.tollgate.limiter({ name: 'n', capacity: 1, refillPerSecond: 1, key: () => ({ id: 1 }) })
+  void options
+  return decision?.allowListed === true || decision?.layer === 'limiter'
+}
+void limiters
+
 // A custom store implements the contract; peek, refund and reset are optional.
 const custom: Store = {
   consume: (buckets) => ({ allowed: true, tokens: buckets.map((bucket) => bucket.policy.capacity), retryAfterMs: 0 }),
@@ -149,7 +180,7 @@ void app.register(tollgate, { edge: { capacity: 5, refillPerSecond: 1 }, shadow:
 // @ts-expect-error: minutes is a number
 void app.register(tollgate, { edge: { capacity: 5, refillPerSecond: 1 }, shadow: true, shadowReport: { minutes: '30' } })
 const report: ShadowReport = app.tollgate.shadowReport({ top: 3 })
-const flooder: { client: string, layer: 'edge' | 'app', tier?: string, wouldRefuse: number, limits: Record<string, number> } | undefined = report.clients[0]
+const flooder: { client: string, layer: 'edge' | 'app' | 'limiter', tier?: string, wouldRefuse: number, limits: Record<string, number> } | undefined = report.clients[0]
 // @ts-expect-error: top is a number
 app.tollgate.shadowReport({ top: 'all' })
 const onDecision = (message: DecisionMessage): string => `${message.layer} ${message.outcome} ${message.route ?? '404'} ${message.storeMs}`

@@ -70,16 +70,21 @@ export function checkQuota (
   const seen = new Set<string>()
   return Object.freeze(items.map((item, i): TierLimit => {
     const at = `${path}[${i}]`
-    const { name } = checkObject(fail, at, item)
-    if (typeof name !== 'string' || !LIMIT_NAME.test(name)) {
-      expected(fail, `${at}.name`, 'a name of 1 to 32 letters, digits, `_` or `-`, starting with a letter', name)
-    }
+    const name = checkName(fail, `${at}.name`, checkObject(fail, at, item).name)
     if (EDGE_NAMES.has(name)) fail(`Expected \`${at}.name\` to differ from the edge's names (edge, edge-route), got ${describe(name)}`)
     if (seen.has(name)) fail(`Expected the names in \`${path}\` to be unique, got ${describe(name)} twice`)
     seen.add(name)
     const whole = checkPolicy(fail, at, item, ['name'])
     return { named: namedPolicy(name, share(at, whole)), whole, keySuffix: limitSuffix(separator, name) }
   }))
+}
+
+/** A limit's name (or a limiter's): 1 to 32 letters, digits, `_` or `-`, starting with a letter (a header member's name). */
+export function checkName (fail: Fail, path: string, value: unknown): string {
+  if (typeof value !== 'string' || !LIMIT_NAME.test(value)) {
+    expected(fail, path, 'a name of 1 to 32 letters, digits, `_` or `-`, starting with a letter', value)
+  }
+  return value
 }
 
 /** The smallest capacity of `limits` as configured: a cost above it could never pass. */

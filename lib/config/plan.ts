@@ -98,3 +98,18 @@ export interface RoutePlan {
   /** The route's own penalty (keyed per route); `false`: none here; `undefined`: each layer's own. */
   penalty: PenaltySettings | false | undefined
 }
+
+/** `fastify.tollgate.limiter(options)`, checked. */
+export interface LimiterPlan {
+  name: string
+  /** Its member in the headers (named after the limiter) and this process's share of its policy. */
+  named: NamedPolicy
+  /** The policy as configured: a cost within its capacity may overdraw this process's share. */
+  whole: BucketPolicy
+  key: ((request: FastifyRequest) => unknown) | undefined
+  /** A number from 0 to `whole.capacity`, or the user's function (its answers are checked at each request). */
+  cost: number | ((request: FastifyRequest) => unknown)
+  penalty: PenaltySettings | undefined
+  /** Whether the plugin's allow-list exempts requests from this limiter. */
+  allowList: boolean
+}

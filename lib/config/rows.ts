@@ -59,6 +59,17 @@ export const ROUTE_OPTIONS: readonly OptionRow[] = [
   row('edge.key', "'edge' | 'ip' | (request) => unknown", "'edge'", "the identity the route's edge bucket is kept by")
 ]
 
+/** `fastify.tollgate.limiter(options)`. */
+export const LIMITER_OPTIONS: readonly OptionRow[] = [
+  row('name', 'string, 1–32 letters, digits, _ or -', 'required', 'its member name in the headers and its key space; unique in a registration'),
+  row('capacity', 'number from 1 to 1e12', 'required', 'burst, in tokens'),
+  row('refillPerSecond', 'number from 0 to 1e12', 'required', 'tokens per second'),
+  row('key', '(request) => string | number | undefined, or a promise of one', 'client IP', 'who a request counts for'),
+  row('cost', 'number, or (request) => number or a promise of one', '1', 'tokens a request takes'),
+  row('penalty', '{ after, withinSeconds, seconds, status? }', 'none', 'refuse a client for a while after too many refusals'),
+  row('allowList', 'boolean', 'true', "false: the plugin's allowList does not exempt from this limiter")
+]
+
 /** `memoryStore(options)`. */
 export const MEMORY_STORE_OPTIONS: readonly OptionRow[] = [
   row('clock', '() => number', 'performance.now', 'returns milliseconds'),

@@ -54,7 +54,7 @@ export interface HookContext {
   allowed: ((request: FastifyRequest) => boolean | Promise<boolean>) | undefined
 }
 
-/** The store a layer decides with: the edge's own (`EdgeSettings.store`), else the plugin's. */
+/** The store a layer decides with: the edge's own (`EdgeSettings.store`), else (the app layer, the manual calls, the limiters) the plugin's. */
 export function storeOf (settings: Settings, layer: LimitDecision['layer']): Store {
   return layer === 'edge' && settings.edge !== undefined ? settings.edge.store : settings.store
 }

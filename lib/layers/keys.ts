@@ -1,12 +1,12 @@
 /**
  * The layers' keys of a request: client addresses normalised (IPv4-mapped IPv6
- * unmapped, IPv6 grouped by prefix, ports dropped) and the edge's and app
- * layer's key caches. The key format itself is output/key-format.ts.
+ * unmapped, IPv6 grouped by prefix, ports dropped) and the key caches of the
+ * edge, the app layer and the limiters. The key format itself is output/key-format.ts.
  */
 import { isIPv4, isIPv6 } from 'node:net'
 import type { FastifyRequest } from 'fastify'
 import type { EdgePlan } from '../config/plan.js'
-import { bucketKey, keyDigest } from '../output/key-format.js'
+import { bucketKey, keyDigest, limiterKey } from '../output/key-format.js'
 import { memoize, ofClientAddress } from './key-cache.js'
 
 /** The edge's key caches: `{key:<digest>}:edge` of an `edge.key` value, `{ip:<address>}:edge` of a client address. */
@@ -15,6 +15,27 @@ export function edgeKeys (edge: Pick<EdgePlan, 'keySecret' | 'ipv6Subnet'>): { k
   return {
     keyOfValue: memoize((value) => bucketKey('key', digest(value), 'edge')),
     keyOfAddress: memoize((ip) => bucketKey('ip', clientAddress(ip, edge.ipv6Subnet), 'edge'))
+  }
+}
+
+/** A limiter's bucket keys: of a value of its key function, and of a request's client address. */
+export interface LimiterKeys {
+  /** `{lim:<digest>}:limiter:<name>` (HMAC-SHA256 with `edge.keySecret`, else SHA-256); cached. */
+  value: (value: string) => string
+  /** `{ip:<address>}:limiter:<name>` for the request's client address (IPv6 by `edge.ipv6Subnet`); cached. */
+  address: (request: FastifyRequest) => string
+}
+
+/**
+ * The keys of the limiter named `name`, digested and grouped as the edge does
+ * (its `keySecret`, its `ipv6Subnet`, 64 without an edge); `perConnection`: see `ofClientAddress`.
+ */
+export function limiterKeys (name: string, edge: Pick<EdgePlan, 'keySecret' | 'ipv6Subnet'> | undefined, perConnection: boolean): LimiterKeys {
+  const digest = keyDigest(edge?.keySecret)
+  const ipv6Subnet = edge?.ipv6Subnet ?? 64
+  return {
+    value: memoize((value) => limiterKey('lim', digest(value), name)),
+    address: ofClientAddress(memoize((ip) => limiterKey('ip', clientAddress(ip, ipv6Subnet), name)), perConnection)
   }
 }
 

@@ -14,7 +14,7 @@ import { ThrottledLogs } from '../output/throttled-log.js'
 export const LOOKUP_FAILED: unique symbol = Symbol('fastify-tollgate: lookup failed')
 
 /** The functions whose promises are awaited, as the docs and the log name them. */
-export type LookupName = 'edge.key' | 'allowList' | 'app.identify' | 'rateLimit.cost' | 'rateLimit.edge.key'
+export type LookupName = 'edge.key' | 'allowList' | 'app.identify' | 'rateLimit.cost' | 'rateLimit.edge.key' | 'limiter.key' | 'limiter.cost'
 
 /** How often a failing function is logged, at most: once per minute (ms). */
 export const LOOKUP_LOG_INTERVAL_MS = 60_000
@@ -25,7 +25,9 @@ const FALLBACK: Record<LookupName, string> = {
   allowList: 'the request is limited as usual',
   'app.identify': 'the request is limited as anonymous',
   'rateLimit.cost': 'the request is refused with 503 TOLLGATE_LOOKUP_FAILED',
-  'rateLimit.edge.key': 'the route\'s bucket is keyed by client IP'
+  'rateLimit.edge.key': 'the route\'s bucket is keyed by client IP',
+  'limiter.key': 'the request is keyed by client IP',
+  'limiter.cost': 'the request is refused with 503 TOLLGATE_LOOKUP_FAILED'
 }
 
 export class Lookups {

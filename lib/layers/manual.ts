@@ -1,7 +1,7 @@
 /**
  * `fastify.tollgate` by hand: which bucket a call names, and its `peek`, `refund`
  * and `reset` (`consume` is in plugin.ts). A call names either a bucket of its own,
- * by a key and a policy (`'login:alice', { capacity: 5, refillPerSecond: 1 / 60 }`),
+ * by a key (a string or a number) and a policy (`'login:alice', { capacity: 5, refillPerSecond: 1 / 60 }`),
  * or a bucket a layer uses, by who it belongs to (`{ layer: 'app', user: '42' }`),
  * whose key and policy are then the layer's own. Nothing here runs on a request
  * that does not call it.
@@ -95,22 +95,34 @@ export interface Manual {
  * bucket (`policy` then unused). Throws `TOLLGATE_INVALID_OPTION` naming the argument.
  */
 export async function resolve (m: Manual, target: unknown, policy: unknown): Promise<Resolved> {
-  if (typeof target === 'string' && target !== '') {
+  const own = ownKey(target)
+  if (own !== undefined) {
     const whole = checkPolicy(failOption, 'policy', policy)
     const scaled = share(failOption, 'policy', whole, m.settings.quotaShare)
-    return { layer: 'manual', tier: undefined, buckets: [{ key: manualKey(target), named: namedPolicy('manual', scaled), wholeCapacity: whole.capacity }] }
+    return { layer: 'manual', tier: undefined, buckets: [{ key: manualKey(own), named: namedPolicy('manual', scaled), wholeCapacity: whole.capacity }] }
   }
   return layerBucket(m, target)
 }
 
+/**
+ * A call's key of its own: a non-empty string, or a finite number (the key of
+ * its string: `42` and `'42'` name one bucket); `undefined` for anything else
+ * (a layer's bucket, or a mistake).
+ */
+export function ownKey (target: unknown): string | undefined {
+  if (typeof target === 'string') return target === '' ? undefined : target
+  return typeof target === 'number' && Number.isFinite(target) ? String(target) : undefined
+}
+
 /** The store keys a call names, without a policy (`reset`). */
 async function resolveKeys (m: Manual, target: unknown): Promise<string[]> {
-  return typeof target === 'string' && target !== '' ? [manualKey(target)] : (await layerBucket(m, target)).buckets.map((bucket) => bucket.key)
+  const own = ownKey(target)
+  return own !== undefined ? [manualKey(own)] : (await layerBucket(m, target)).buckets.map((bucket) => bucket.key)
 }
 
 async function layerBucket (m: Manual, target: unknown): Promise<Resolved> {
   if (typeof target !== 'object' || target === null) {
-    expected(failOption, 'key', "a non-empty string or a layer's bucket ({ layer: 'edge', ip } or { layer: 'app', user })", target)
+    expected(failOption, 'key', "a non-empty string, a finite number or a layer's bucket ({ layer: 'edge', ip } or { layer: 'app', user })", target)
   }
   const bucket = checkObject(failOption, 'bucket', target)
   if (bucket.layer === 'edge') return edgeBucket(m, bucket)

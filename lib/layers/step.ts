@@ -5,14 +5,14 @@
  */
 import type { FastifyRequest } from 'fastify'
 import { performance } from 'node:perf_hooks'
-import { decisionChannel, publishDecision, publishUnavailable } from '../output/diagnostics.js'
+import { decisionChannel, publishDecision, publishUnavailable, type DecisionMessage } from '../output/diagnostics.js'
 import { StoreUnavailableError } from '../output/errors.js'
 import { HeaderLayout, namedPolicy, writeHeaders, writePolicies } from '../output/headers.js'
 import { storeOf, type Settings } from './context.js'
 import type { LimitDecision } from '../types/decision.js'
 import type { BucketRequest, StoreDecision } from '../types/store.js'
 import type { BucketPolicy } from '../types/engine.js'
-import type { StepPenalty } from './penalty.js'
+import type { PenaltyState, StepPenalty } from './penalty.js'
 import { isThenable } from './promises.js'
 import type { StepEnd } from './outcome.js'
 
@@ -82,6 +82,23 @@ export function report (step: Step, decision: StoreDecision): LimitDecision {
   return result
 }
 
+/**
+ * After a refusal of `step` (reported as `limit`): counts it toward the step's
+ * penalty (recorded in the store unless in shadow mode), and notes in `limit` a
+ * penalty it starts or meets in force. Returns the penalty's state.
+ */
+export function penalize (settings: Settings, step: Step, decision: StoreDecision, limit: LimitDecision): PenaltyState {
+  const penalty = step.penalty === undefined ? 'none' : settings.penalties.onRefusal(step.penalty, decision, !settings.outcome.shadow)
+  if (penalty !== 'none') {
+    // In force: the route's own penalty, or the layer's one that still holds on this route.
+    const { seconds } = (step.penalty as StepPenalty).settings
+    limit.penalty = { state: penalty, seconds }
+    // The refusal that starts a penalty already waits for its end.
+    if (penalty === 'started') limit.retryAfterMs = Math.max(limit.retryAfterMs, seconds * 1000)
+  }
+  return penalty
+}
+
 /** Layouts under the policies a store applied, by their list: a list that comes back (a replica's share) is laid out once. */
 const appliedLayouts = new WeakMap<readonly BucketPolicy[], HeaderLayout>()
 
@@ -111,14 +128,7 @@ function finish (settings: Settings, step: RequestStep, decision: StoreDecision,
     return
   }
   const limit = report(step, decision)
-  const penalty = step.penalty === undefined ? 'none' : settings.penalties.onRefusal(step.penalty, decision, !outcome.shadow)
-  if (penalty !== 'none') {
-    // In force: the route's own penalty, or the layer's one that still holds on this route.
-    const { seconds } = (step.penalty as StepPenalty).settings
-    limit.penalty = { state: penalty, seconds }
-    // The refusal that starts a penalty already waits for its end.
-    if (penalty === 'started') limit.retryAfterMs = Math.max(limit.retryAfterMs, seconds * 1000)
-  }
+  const penalty = penalize(settings, step, decision, limit)
   // Before onLimit, which may change `limit`.
   settings.shadowCounter?.record(limit, step.buckets)
   if (storeMs !== UNWATCHED) publishDecision(request, limit, outcome.shadow, decision.degraded, storeMs)
@@ -138,6 +148,6 @@ function callOnLimit (onLimit: NonNullable<Settings['onLimit']>, request: Fastif
 
 function storeFailed (settings: Settings, step: RequestStep, storeMs: number, error: unknown): void {
   const { outcome } = settings
-  if (storeMs !== UNWATCHED) publishUnavailable(step.request, step.layer as 'edge' | 'app', step.tier, (step.buckets[0] as BucketRequest).cost, storeMs, outcome.shadow)
+  if (storeMs !== UNWATCHED) publishUnavailable(step.request, step.layer as DecisionMessage['layer'], step.tier, (step.buckets[0] as BucketRequest).cost, storeMs, outcome.shadow)
   outcome.unavailable(step, error, error instanceof StoreUnavailableError)
 }

@@ -16,7 +16,7 @@ import { requestRoute } from './route-names.js'
 import type { FastifyRequest } from 'fastify'
 import type { BucketReport, LimitDecision } from '../types/decision.js'
 
-/** Channel name of the layers' decisions: one `DecisionMessage` per layer that decided a request. */
+/** Channel name of the layers' decisions: one `DecisionMessage` per layer (or limiter hook) that decided a request. */
 export const DECISION_CHANNEL = 'fastify-tollgate:decision'
 /** Channel name of the stores' health: one `StoreMessage` per change. */
 export const STORE_CHANNEL = 'fastify-tollgate:store'
@@ -36,7 +36,8 @@ export const NEAR_LIMIT_LEFT = 0.2
 
 /** A layer's decision for one request, as `onLimit` gets it, with what a dashboard needs besides. */
 export interface DecisionMessage {
-  layer: 'edge' | 'app'
+  /** The layer that decided, or `'limiter'` for a limiter's hook (`fastify.tollgate.limiter`; its bucket is named after it). */
+  layer: 'edge' | 'app' | 'limiter'
   /** The limiter's answer, as `onLimit` gets it: `false` for `'would-refuse'` too, which shadow mode lets pass. */
   allowed: boolean
   outcome: DecisionOutcome

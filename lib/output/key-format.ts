@@ -29,7 +29,7 @@ export function boundIdentity (identity: string): string {
 }
 
 /**
- * Hides `edge.key` values (API keys) before they become part of a store key or
+ * Hides `edge.key` values (API keys) and a limiter's key values before they become part of a store key or
  * a log line: HMAC-SHA256 with `secret`, else plain SHA-256 (base64url, 43 characters).
  */
 export function keyDigest (secret: string | undefined): (value: string) => string {
@@ -43,6 +43,13 @@ export function bucketKey (kind: string, identity: string, bucket: string): stri
 
 /** A key of one's own (`fastify.tollgate` with a key and a policy): apart from every key a layer uses. */
 export const manualKey = (key: string): string => bucketKey('manual', key, 'manual')
+
+/**
+ * A limiter's bucket (`fastify.tollgate.limiter`), named after the limiter:
+ * `{lim:<digest>}:limiter:otp` for a value of its key function (digested as
+ * `edge.key` values are), `{ip:<address>}:limiter:otp` for the client address.
+ */
+export const limiterKey = (kind: 'lim' | 'ip', identity: string, name: string): string => bucketKey(kind, identity, `limiter:${name}`)
 
 /**
  * The suffix of a limit of a list, after the layer's key: `:<name>` for a tier's

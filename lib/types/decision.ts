@@ -2,7 +2,7 @@
 
 /** One bucket of a decision, as given to `onLimit` and returned by `tollgate.consume`. */
 export interface BucketReport {
-  /** The policy name in the headers: `edge`, `app`, `route`, or `manual`. */
+  /** The policy name in the headers: `edge`, `app`, `route`, `manual`, a limit's name, or a limiter's. */
   name: string
   /** The store key. */
   key: string
@@ -14,7 +14,8 @@ export interface BucketReport {
 
 /** What a layer decided for one request. */
 export interface LimitDecision {
-  layer: 'edge' | 'app' | 'manual'
+  /** Who decided: a layer, a `fastify.tollgate` call (`manual`), or a limiter (`fastify.tollgate.limiter`). */
+  layer: 'edge' | 'app' | 'manual' | 'limiter'
   allowed: boolean
   /** The tier applied (app layer). */
   tier?: string

@@ -229,6 +229,8 @@ t.test('frl-global: 100 a minute as a bucket: 100 at once, then one every 0.6 s,
 
 t.test('frl-not-found: the edge counts 404s; a 404 budget of its own on top', async (t) => {
   const { app, clock } = await start(t, frlNotFound)
+  t.equal((await app.inject('/guess-0')).headers.ratelimit, '"edge";r=1;t=1, "not-found";r=3;t=15', "the limiter's member after the edge's")
+  clock.advance(15_000)
   t.same(await statuses(app, 3, { url: '/guess-1' }), [404, 404, 429], 'the edge: 2 at once')
   clock.advance(1000)
   t.same(await statuses(app, 2, { url: '/guess-2' }), [404, 404], 'four misses in all')
@@ -364,9 +366,10 @@ t.test('frl-route-override: /public left out, /private stricter and counted in t
 
 t.test('frl-group: two routes share one bucket per client', async (t) => {
   const { app, clock } = await start(t, frlGroup)
-  const codes = []
-  for (const url of ['/otp/send', '/otp/resend', '/otp/send', '/otp/resend']) codes.push((await app.inject(url)).statusCode)
-  t.same(codes, [200, 200, 200, 429], 'alternating buys nothing')
+  const responses = []
+  for (const url of ['/otp/send', '/otp/resend', '/otp/send', '/otp/resend']) responses.push(await app.inject(url))
+  t.same(responses.map((response) => response.statusCode), [200, 200, 200, 429], 'alternating buys nothing')
+  t.equal(responses[1]?.headers.ratelimit, '"edge";r=98;t=1, "otp";r=1;t=40', "the group's member after the edge's")
   const refused = await app.inject('/otp/send')
   t.equal(refused.headers['retry-after'], '20')
   t.equal(refused.headers['cache-control'], 'no-store')
@@ -382,7 +385,7 @@ t.test('frl-manual: limits checked by hand in the handler', async (t) => {
   const refused = await app.inject('/custom')
   t.equal(refused.body, 'Limit exceeded')
   t.equal(refused.headers['retry-after'], '20')
-  t.match(refused.headers['ratelimit'], /^"edge";r=\d+/, 'the edge still applies')
+  t.match(refused.headers['ratelimit'], /^"edge";r=\d+;t=\d+$/, 'the edge still applies; check() sets no header')
   t.equal((await app.inject('/')).body, 'Hello world', '/ has its own bucket')
   t.equal(count(await statuses(app, 100), 200), 99, 'of 100 a minute, one spent just before')
 })

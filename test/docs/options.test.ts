@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import { readFileSync } from 'node:fs'
-import { MEMORY_STORE_OPTIONS, PLUGIN_OPTIONS, REDIS_STORE_OPTIONS, ROUTE_OPTIONS, type OptionRow } from '../../lib/config/rows.js'
+import { LIMITER_OPTIONS, MEMORY_STORE_OPTIONS, PLUGIN_OPTIONS, REDIS_STORE_OPTIONS, ROUTE_OPTIONS, type OptionRow } from '../../lib/config/rows.js'
 
 const README = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8')
 
@@ -38,13 +38,17 @@ t.test('the redisStore table lists every redisStore option', async (t) => {
   t.same(tableNames(section('## One quota across replicas: `redisStore()`').split('\n### ')[0] as string).sort(), names(REDIS_STORE_OPTIONS))
 })
 
+t.test('the limiter table lists every `fastify.tollgate.limiter` option', async (t) => {
+  t.same(tableNames(section('### A limiter as a hook')).sort(), names(LIMITER_OPTIONS))
+})
+
 t.test('the route options section names every `rateLimit` option', async (t) => {
   const text = section('## Route options')
   for (const row of ROUTE_OPTIONS) t.match(text, new RegExp(`^- \`${row.name}\``, 'm'), row.name)
 })
 
 t.test('every row has a type, a default and a doc line', async (t) => {
-  for (const row of [...PLUGIN_OPTIONS, ...ROUTE_OPTIONS, ...MEMORY_STORE_OPTIONS, ...REDIS_STORE_OPTIONS]) {
+  for (const row of [...PLUGIN_OPTIONS, ...ROUTE_OPTIONS, ...LIMITER_OPTIONS, ...MEMORY_STORE_OPTIONS, ...REDIS_STORE_OPTIONS]) {
     t.ok(row.type !== '' && row.default !== '' && row.doc !== '', row.name)
   }
 })

@@ -156,3 +156,24 @@ t.test('Lookups: a value, a rejection, a timeout, a rejection after the timeout'
   t.equal(lines[2]?.since, 1, 'one failure left out since')
   t.match(String((lines[2]?.err as { message?: string } | undefined)?.message), /rejected without a reason/)
 })
+
+t.test("a limiter awaits an async allow-list, its key and its cost (a failed cost lookup: 503)", async (t) => {
+  const app = Fastify()
+  await app.register(tollgate, { warnings: false, asyncTimeoutMs: 5, edge: { capacity: 1000, refillPerSecond: 0 }, allowList: async (request) => later(request.headers['x-partner'] === 'yes') })
+  const limit = app.tollgate.limiter({
+    name: 'lim',
+    capacity: 2,
+    refillPerSecond: 0,
+    key: async (request) => later(request.headers['x-user'] as string | undefined),
+    cost: async (request) => request.headers['x-cost'] === 'hang' ? hanging() : later(1)
+  })
+  app.get('/l', { onRequest: limit }, async () => 'ok')
+  app.get('/c', async (request) => limit.check(request))
+  const send = async (headers: Record<string, string>): Promise<number> => (await app.inject({ url: '/l', headers })).statusCode
+  t.same([await send({ 'x-partner': 'yes' }), await send({ 'x-partner': 'yes' }), await send({ 'x-partner': 'yes' })], [200, 200, 200], 'allowed: never counted')
+  t.same([await send({ 'x-user': 'a' }), await send({ 'x-user': 'a' }), await send({ 'x-user': 'a' }), await send({ 'x-user': 'b' })], [200, 200, 429, 200], 'keyed by the awaited value')
+  t.equal(await send({ 'x-user': 'c', 'x-cost': 'hang' }), 503)
+  t.match((await app.inject({ url: '/c', headers: { 'x-partner': 'yes' } })).json(), { allowed: true, allowListed: true })
+  t.match((await app.inject({ url: '/c', headers: { 'x-user': 'b' } })).json(), { allowed: true, allowListed: false, buckets: [{ tokens: 0 }] })
+  await app.close()
+})

@@ -111,8 +111,8 @@ t.test('invalid arguments reject with a coded error naming them', async (t) => {
   await app.ready()
   const invalid = (message: RegExp) => ({ code: 'TOLLGATE_INVALID_OPTION', message })
   const manual = app.tollgate
-  await t.rejects(manual.peek('', FIVE), invalid(/`key` to be a non-empty string or a layer's bucket/))
-  await t.rejects(manual.refund(42 as unknown as string, FIVE), invalid(/`key` to be a non-empty string or a layer's bucket.*`42` \(number\)/))
+  await t.rejects(manual.peek('', FIVE), invalid(/`key` to be a non-empty string, a finite number or a layer's bucket/))
+  await t.rejects(manual.refund(Number.POSITIVE_INFINITY, FIVE), invalid(/`key` to be a non-empty string, a finite number or a layer's bucket.*`Infinity` \(number\)/))
   await t.rejects(manual.reset(null as unknown as string), invalid(/`key` to be a non-empty string/))
   await t.rejects(manual.consume('', FIVE), invalid(/`key` to be a non-empty string/))
   await t.rejects(manual.peek('k', { capacity: 0, refillPerSecond: 1 }), invalid(/`policy\.capacity`/))

@@ -199,6 +199,29 @@ async function drive (t: Test, makeStore: MakeStore): Promise<void> {
   await manual.tollgate.refund('refunded', policy(5))
   await manual.tollgate.reset('resetted')
 
+  // 9. Limiters: by the client address (IPv6 by /64), by a key function's value (a string, a number: SHA-256,
+  // or HMAC with edge.keySecret), a limiter's penalty; on routes the edge leaves alone.
+  const limiterCodes: number[] = []
+  const limiterApps: FastifyInstance[] = []
+  for (const keySecret of [undefined, 'golden-secret-0123456789']) {
+    const limiters = await build({ edge: { ...policy(10), keySecret } }, (app) => {
+      const byAddress = app.tollgate.limiter({ name: 'otp', ...policy(1), penalty: { after: 1, withinSeconds: 60, seconds: 300 } })
+      const byUser = app.tollgate.limiter({ name: 'per-user', ...policy(5), key: async (request) => request.headers['x-user'] === '7' ? 7 : request.headers['x-user'] as string | undefined })
+      app.post('/otp', { onRequest: byAddress, config: { rateLimit: false } }, ok)
+      app.get('/report', { preHandler: byUser, config: { rateLimit: false } }, ok)
+    }, false, {})
+    limiterApps.push(limiters)
+    const from = async (url: string, remoteAddress: string, headers: Record<string, string> = {}, method: InjectOptions['method'] = 'GET'): Promise<number> =>
+      (await limiters.inject({ method, url, remoteAddress, headers })).statusCode
+    if (keySecret === undefined) {
+      limiterCodes.push(await from('/otp', '192.0.2.70', {}, 'POST'), await from('/otp', '192.0.2.70', {}, 'POST'), await from('/otp', '2001:db8:7:8::9', {}, 'POST'))
+    }
+    limiterCodes.push(await from('/report', '192.0.2.71', { 'x-user': 'dora' }), await from('/report', '192.0.2.71', { 'x-user': '7' }), await from('/report', '192.0.2.72'))
+  }
+  t.same(limiterCodes, [200, 429, 200, 200, 200, 200, 200, 200, 200], 'limiters')
+  // The penalty is written without being waited for: a store call after it lands after it.
+  await limiterApps[0]?.tollgate.peek('flush', policy(1))
+
   // 8. edge.mode 'settle': the edge spends locally, and writes at the settlement.
   const settle = await build({ edge: { ...policy(10), mode: 'settle' } }, (app) => { app.get('/', ok) })
   t.same(await sendTimes(2, settle, '/', '192.0.2.60'), [200, 200], 'settle')
@@ -220,10 +243,14 @@ const REDIS_KEYS = [
   'tollgate:{ip:192.0.2.50}:edge',
   'tollgate:{ip:192.0.2.51}:app',
   'tollgate:{ip:192.0.2.60}:edge',
+  'tollgate:{ip:192.0.2.70}:limiter:otp',
+  'tollgate:{ip:192.0.2.70}:limiter:otp~penalty',
+  'tollgate:{ip:192.0.2.72}:limiter:per-user',
   'tollgate:{ip:192.0.2.98}:edge',
   'tollgate:{ip:198.51.100.4}:edge',
   'tollgate:{ip:2001:db8:1:2::/64}:app',
   'tollgate:{ip:2001:db8:5:6::/64}:edge',
+  'tollgate:{ip:2001:db8:7:8::/64}:limiter:otp',
   'tollgate:{ip:2001:db8:aaaa:bbbb::/64}:edge',
   'tollgate:{ip:203.0.113.7}:edge',
   'tollgate:{ip:203.0.113.7}:edge-route:POST /login',
@@ -231,6 +258,10 @@ const REDIS_KEYS = [
   'tollgate:{key:KHUMhDACw_zjxEA4pR8PbuDhJ6kDC-jVoyK-C91otWE}:edge',
   'tollgate:{key:Q7VeTovttWsrJ7c64M28n_ck3VWxrwvX5n1-XJGcPSk}:edge',
   'tollgate:{key:Q7VeTovttWsrJ7c64M28n_ck3VWxrwvX5n1-XJGcPSk}:edge-route:POST /login',
+  'tollgate:{lim:N0-6PDdy_UryOkGPuOzhEyYn3jpD3eo7R_iRywKdNp8}:limiter:per-user',
+  'tollgate:{lim:adsxl26tN7hcxCpJyV_QbuyZz9m3_yGaJcD1nLQEk0M}:limiter:per-user',
+  'tollgate:{lim:b2SxC1k7BijmiExJ9ot-QKjcj5OIr2UiZ3n9xVH9Sds}:limiter:per-user',
+  'tollgate:{lim:eQJpm-Qsio5G-7tFAXJlF-hrIsVqGJ92JabaSQgbJFE}:limiter:per-user',
   'tollgate:{manual:login:alice}:manual',
   'tollgate:{manual:~wByb46beou4T1nq0Z1R8iq69SxBBy1gv9-1YsOVKXgQ}:manual',
   'tollgate:{replicas}',
@@ -278,10 +309,15 @@ const MEMORY_KEYS = [
   '{ip:192.0.2.50}:edge',
   '{ip:192.0.2.51}:app',
   '{ip:192.0.2.60}:edge',
+  '{ip:192.0.2.70}:limiter:otp',
+  '{ip:192.0.2.70}:limiter:otp~penalty',
+  '{ip:192.0.2.72}:limiter:per-user',
   '{ip:192.0.2.98}:edge',
   '{ip:198.51.100.4}:edge',
   '{ip:2001:db8:1:2::/64}:app',
   '{ip:2001:db8:5:6::/64}:edge',
+  '{ip:2001:db8:7:8::/64}:limiter:otp',
+  '{ip:2001:db8:7:8::/64}:limiter:otp~penalty',
   '{ip:2001:db8:aaaa:bbbb::/64}:edge',
   '{ip:203.0.113.7}:edge',
   '{ip:203.0.113.7}:edge-route:POST /login',
@@ -289,6 +325,10 @@ const MEMORY_KEYS = [
   '{key:KHUMhDACw_zjxEA4pR8PbuDhJ6kDC-jVoyK-C91otWE}:edge',
   '{key:Q7VeTovttWsrJ7c64M28n_ck3VWxrwvX5n1-XJGcPSk}:edge',
   '{key:Q7VeTovttWsrJ7c64M28n_ck3VWxrwvX5n1-XJGcPSk}:edge-route:POST /login',
+  '{lim:N0-6PDdy_UryOkGPuOzhEyYn3jpD3eo7R_iRywKdNp8}:limiter:per-user',
+  '{lim:adsxl26tN7hcxCpJyV_QbuyZz9m3_yGaJcD1nLQEk0M}:limiter:per-user',
+  '{lim:b2SxC1k7BijmiExJ9ot-QKjcj5OIr2UiZ3n9xVH9Sds}:limiter:per-user',
+  '{lim:eQJpm-Qsio5G-7tFAXJlF-hrIsVqGJ92JabaSQgbJFE}:limiter:per-user',
   '{manual:flush}:manual',
   '{manual:login:alice}:manual',
   '{manual:peeked}:manual',

@@ -5,8 +5,8 @@
  * entry, so the test survives lib/ being moved around.
  */
 import t from 'tap'
-import type { FastifyInstance } from 'fastify'
-import { memoryStore, per, redisStore } from '../../lib/index.js'
+import Fastify, { type FastifyInstance } from 'fastify'
+import tollgate, { memoryStore, per, redisStore, type LimiterOptions, type TollgateOptions } from '../../lib/index.js'
 import { failure, readyWith } from '../helpers.js'
 
 const P = { capacity: 5, refillPerSecond: 1 }
@@ -26,6 +26,17 @@ const route = (rateLimit: unknown, options: unknown = { edge: P, app: { tiers } 
   app.post('/r', { config: { rateLimit: rateLimit as false } }, ok)
 })
 const ready = (options: unknown) => async () => readyWith(options)
+/** `fastify.tollgate.limiter(options)` on a registration with `plugin`'s options, after limiters named `taken`. */
+const limiter = (options: unknown, taken: string[] = [], plugin: TollgateOptions = { edge: P }) => async () => {
+  const app = Fastify()
+  await app.register(tollgate, plugin)
+  try {
+    for (const name of taken) app.tollgate.limiter({ name, ...P })
+    app.tollgate.limiter(options as LimiterOptions)
+  } finally {
+    await app.close()
+  }
+}
 
 const O = 'TOLLGATE_INVALID_OPTION'
 const R = 'TOLLGATE_INVALID_ROUTE_CONFIG'
@@ -138,6 +149,24 @@ const rows: Row[] = [
   ['route of several methods, constraints', async () => readyWith({ edge: P, app: { tiers } }, (app) => {
     app.route({ method: ['GET', 'POST'], url: '/m/', constraints: { version: '1.0.0' }, config: { rateLimit: { cost: -1 } }, handler: ok })
   }), R, 'Invalid config.rateLimit on route GET,POST /m/: Expected `rateLimit.cost` to be a finite number ≥ 0, got `-1` (number)'],
+
+  // fastify.tollgate.limiter() (config/limiter.ts)
+  ['limiter not an object', limiter('otp'), O, 'Invalid fastify-tollgate option: Expected `limiter` to be an object, got `"otp"` (string)'],
+  ['unknown limiter option', limiter({ name: 'otp', ...P, max: 3 }), O, 'Invalid fastify-tollgate option: Unknown option `limiter.max`; known options are `name`, `capacity`, `refillPerSecond`, `key`, `cost`, `penalty`, `allowList`'],
+  ['limiter.name missing', limiter(P), O, 'Invalid fastify-tollgate option: Expected `limiter.name` to be a name of 1 to 32 letters, digits, `_` or `-`, starting with a letter, got `undefined` (undefined)'],
+  ['limiter.name invalid', limiter({ name: 'otp send', ...P }), O, 'Invalid fastify-tollgate option: Expected `limiter.name` to be a name of 1 to 32 letters, digits, `_` or `-`, starting with a letter, got `"otp send"` (string)'],
+  ['limiter.name reserved', limiter({ name: 'app', ...P }), O, "Invalid fastify-tollgate option: Expected `limiter.name` to differ from the plugin's own bucket names (edge, edge-route, app, route, manual), got `\"app\"` (string)"],
+  ['limiter.name twice', limiter({ name: 'otp', ...P }, ['otp']), O, 'Invalid fastify-tollgate option: Expected `limiter.name` to be unique in this registration (limiters of one name would share their buckets), got `"otp"` (string) twice'],
+  ['limiter.capacity', limiter({ name: 'otp', capacity: 0, refillPerSecond: 1 }), O, 'Invalid fastify-tollgate option: Expected `limiter.capacity` to be a finite number ≥ 1, got `0` (number)'],
+  ['limiter.refillPerSecond', limiter({ name: 'otp', capacity: 3 }), O, 'Invalid fastify-tollgate option: Expected `limiter.refillPerSecond` to be a finite number ≥ 0, got `undefined` (undefined)'],
+  ['limiter share below one token', limiter({ name: 'otp', capacity: 2, refillPerSecond: 1 }, [], { edge: P, store: memoryStore({ replicas: 4 }) }), O, "Invalid fastify-tollgate option: Expected `limiter.capacity` × the store's quota share (0.25) to be ≥ 1, got 0.5 from `2`"],
+  ['limiter.key', limiter({ name: 'otp', ...P, key: 'x-user' }), O, 'Invalid fastify-tollgate option: Expected `limiter.key` to be a function, got `"x-user"` (string)'],
+  ['limiter.cost a string', limiter({ name: 'otp', ...P, cost: '2' }), O, 'Invalid fastify-tollgate option: Expected `limiter.cost` to be a finite number ≥ 0 or a function of the request, got `"2"` (string)'],
+  ['limiter.cost negative', limiter({ name: 'otp', ...P, cost: -1 }), O, 'Invalid fastify-tollgate option: Expected `limiter.cost` to be a finite number ≥ 0, got `-1` (number)'],
+  ['limiter.cost above capacity', limiter({ name: 'otp', ...P, cost: 6 }), O, 'Invalid fastify-tollgate option: Expected `limiter.cost` to be at most `limiter.capacity` (5), got `6`: it could never pass'],
+  ['limiter.penalty', limiter({ name: 'otp', ...P, penalty: { ...penalty, status: 401 } }), O, 'Invalid fastify-tollgate option: Expected `limiter.penalty.status` to be 429 or 403, got `401` (number)'],
+  ['limiter penalty on a store without refund', limiter({ name: 'otp', ...P, penalty }, [], { edge: P, store: bare }), O, 'Invalid fastify-tollgate option: Expected a store with `refund()` (as memoryStore and redisStore have) for a `penalty`: the penalty is kept in the store, got a store without'],
+  ['limiter.allowList', limiter({ name: 'otp', ...P, allowList: 'no' }), O, 'Invalid fastify-tollgate option: Expected `limiter.allowList` to be a boolean, got `"no"` (string)'],
 
   // per() (limits.ts)
   ['per count 0', () => per(0, 'second'), O, 'Invalid fastify-tollgate option: Expected `per(count)` to be a finite number ≥ 1, got `0` (number)'],

@@ -1,6 +1,6 @@
 /**
  * Golden messages, at run time: every error of `fastify.tollgate` calls, of a
- * route's cost function, and of a refusal (429, 403, 503), with its code and its
+ * route's or a limiter's cost function, and of a refusal (429, 403, 503), with its code and its
  * message byte for byte as today; and the reasons an identity's quota is refused
  * for. Imports only the public entry, so the test survives lib/ being moved around.
  */
@@ -36,8 +36,10 @@ t.test('every error of a fastify.tollgate call, byte-identical to today', async 
   t.teardown(async () => { for (const app of [both, edgeOnly, appOnly, routesOnly, shared, custom]) await app.close() })
   const bucket = (value: unknown): LayerBucket => value as LayerBucket
   const rows: Array<[label: string, run: () => unknown, code: string, message: string]> = [
-    ['key a number', () => both.tollgate.consume(bucket(42)), O, "Invalid fastify-tollgate option: Expected `key` to be a non-empty string or a layer's bucket ({ layer: 'edge', ip } or { layer: 'app', user }), got `42` (number)"],
-    ['key empty', () => both.tollgate.consume('', P), O, 'Invalid fastify-tollgate option: Expected `key` to be a non-empty string or a layer\'s bucket ({ layer: \'edge\', ip } or { layer: \'app\', user }), got `""` (string)'],
+    ['key a boolean', () => both.tollgate.consume(bucket(true)), O, "Invalid fastify-tollgate option: Expected `key` to be a non-empty string, a finite number or a layer's bucket ({ layer: 'edge', ip } or { layer: 'app', user }), got `true` (boolean)"],
+    ['key NaN', () => both.tollgate.consume(Number.NaN, P), O, "Invalid fastify-tollgate option: Expected `key` to be a non-empty string, a finite number or a layer's bucket ({ layer: 'edge', ip } or { layer: 'app', user }), got `NaN` (number)"],
+    ['key a number, no policy', () => both.tollgate.consume(bucket(42)), O, 'Invalid fastify-tollgate option: Expected `policy` to be an object, got `undefined` (undefined)'],
+    ['key empty', () => both.tollgate.consume('', P), O, 'Invalid fastify-tollgate option: Expected `key` to be a non-empty string, a finite number or a layer\'s bucket ({ layer: \'edge\', ip } or { layer: \'app\', user }), got `""` (string)'],
     ['bucket an array', () => both.tollgate.consume(bucket([])), O, 'Invalid fastify-tollgate option: Expected `bucket` to be an object, got `[]` (array)'],
     ['bucket.layer', () => both.tollgate.consume(bucket({ layer: 'db' })), O, 'Invalid fastify-tollgate option: Expected `bucket.layer` to be \'edge\' or \'app\', got `"db"` (string)'],
     ['edge disabled', () => appOnly.tollgate.consume({ layer: 'edge', ip: '192.0.2.1' }), O, 'Invalid fastify-tollgate option: `bucket.layer` is `"edge"`, but the edge layer is disabled (set the `edge` option)'],
@@ -62,7 +64,7 @@ t.test('every error of a fastify.tollgate call, byte-identical to today', async 
     ['peek cost', () => both.tollgate.peek('k', P, Number.NaN), O, 'Invalid fastify-tollgate option: Expected `cost` to be a finite number ≥ 0, got `NaN` (number)'],
     ['refund tokens', () => both.tollgate.refund('k', P, -1), O, 'Invalid fastify-tollgate option: Expected `tokens` to be a finite number ≥ 0, got `-1` (number)'],
     ['refund without a tier', () => both.tollgate.refund({ layer: 'app', user: 'u' }), O, "Invalid fastify-tollgate option: Expected `bucket.tier` in a refund: the app layer has several tiers (default, pro), and a user's bucket is refunded under its own tier's capacity"],
-    ['reset key', () => both.tollgate.reset(bucket(null)), O, "Invalid fastify-tollgate option: Expected `key` to be a non-empty string or a layer's bucket ({ layer: 'edge', ip } or { layer: 'app', user }), got `null` (null)"],
+    ['reset key', () => both.tollgate.reset(bucket(null)), O, "Invalid fastify-tollgate option: Expected `key` to be a non-empty string, a finite number or a layer's bucket ({ layer: 'edge', ip } or { layer: 'app', user }), got `null` (null)"],
     ['peek unsupported', () => custom.tollgate.peek('k', P), U, 'The rate-limit store does not implement peek() (memoryStore() and redisStore() do)'],
     ['refund unsupported', () => custom.tollgate.refund('k', P), U, 'The rate-limit store does not implement refund() (memoryStore() and redisStore() do)'],
     ['reset unsupported', () => custom.tollgate.reset('k'), U, 'The rate-limit store does not implement reset() (memoryStore() and redisStore() do)'],
@@ -90,6 +92,9 @@ t.test('every error a request gets (cost functions, 429, 403, 503), byte-identic
   const quotas = await appWith({ app: { tiers, maxQuota: { capacity: 100, refillPerSecond: 10 }, identify: () => ({ id: 'q', quota: { capacity: 2, refillPerSecond: 1 } }) } }, (app) => {
     app.post('/r', { config: { rateLimit: { cost: 5 } } }, ok)
   })
+  const limiterCost = async (cost: (request: FastifyRequest) => number | Promise<number>): Promise<FastifyInstance> => appWith({ edge: P }, (app) => {
+    app.post('/r', { preHandler: app.tollgate.limiter({ name: 'priced', capacity: 10, refillPerSecond: 1, cost }) }, ok)
+  })
   const down = { ...bare(), consume: () => { throw new Error('the store is down') } }
   /** A Redis client whose every command fails: the store decides by failMode. */
   const failing = { defineCommand (this: Record<string, unknown>, name: string) { this[name] = async () => { throw new Error('Connection is closed.') } } }
@@ -98,6 +103,10 @@ t.test('every error a request gets (cost functions, 429, 403, 503), byte-identic
     ['cost function rejects', await costOf(async () => { throw new Error('pricing service down') }), 1, [503, 'TOLLGATE_LOOKUP_FAILED', 'A rate-limit lookup (rateLimit.cost) failed or did not answer in time, retry later']],
     ['cost function returns a string', await costOf(() => 'two' as unknown as number), 1, [500, 'TOLLGATE_INVALID_COST', 'The rate-limit cost of route POST /r is invalid: the cost function returned `"two"` (string); expected a finite number ≥ 0']],
     ['cost function above the capacity', await costOf(() => 25), 1, [500, 'TOLLGATE_INVALID_COST', 'The rate-limit cost of route POST /r is invalid: the cost function returned 25, above the capacity 20 of tier `default`: it could never pass']],
+    ["a limiter's cost function throws", await limiterCost(() => { throw new Error('boom') }), 1, [500, 'TOLLGATE_INVALID_COST', "The rate-limit cost of route POST /r is invalid: limiter `priced`'s cost function threw"]],
+    ["a limiter's cost function rejects", await limiterCost(async () => { throw new Error('boom') }), 1, [500, 'TOLLGATE_INVALID_COST', "The rate-limit cost of route POST /r is invalid: limiter `priced`'s cost function rejected"]],
+    ["a limiter's cost function returns a string", await limiterCost(() => 'two' as unknown as number), 1, [500, 'TOLLGATE_INVALID_COST', "The rate-limit cost of route POST /r is invalid: limiter `priced`'s cost function returned `\"two\"` (string); expected a finite number ≥ 0"]],
+    ["a limiter's cost function above the capacity", await limiterCost(async () => 25), 1, [500, 'TOLLGATE_INVALID_COST', "The rate-limit cost of route POST /r is invalid: limiter `priced`'s cost function returned 25, above its capacity 10: it could never pass"]],
     ['429, retry in seconds', await edgeOf({ capacity: 1, refillPerSecond: 0.4 }), 2, [429, 'TOLLGATE_RATE_LIMITED', 'Rate limit exceeded, retry in 3 seconds']],
     ['429, retry in 1 second', await edgeOf({ capacity: 1, refillPerSecond: 1 }), 2, [429, 'TOLLGATE_RATE_LIMITED', 'Rate limit exceeded, retry in 1 second']],
     ['429, no refill', await edgeOf({ capacity: 1, refillPerSecond: 0 }), 2, [429, 'TOLLGATE_RATE_LIMITED', 'Rate limit exceeded: this quota does not refill']],
