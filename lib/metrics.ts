@@ -18,6 +18,7 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import { Counter, Gauge, Histogram, register, type OpenMetricsContentType, type PrometheusContentType, type Registry } from 'prom-client'
 import { DECISION_CHANNEL, storeHealth, type DecisionMessage, type StoreMessage } from './output/diagnostics.js'
+import { inRegistration } from './output/key-format.js'
 import { checkFunction, checkInteger, checkKnownKeys, checkObject, expected, failOption } from './config/check.js'
 
 export interface TollgateMetricsOptions {
@@ -189,15 +190,22 @@ function decisionCounter (maxRoutes: number, decisionCounts: DecisionCounts, lat
     routes.add(route)
     return route
   }
-  const layerLabels = { edge: { layer: 'edge' }, app: { layer: 'app' }, limiter: { layer: 'limiter' } } as const
+  // A registration's name before its layer's (`hourly.edge`), as in its keys and headers.
+  const layerLabels = new Map<string, { layer: string }>()
+  const layerLabel = (layer: string): { layer: string } => {
+    let labels = layerLabels.get(layer)
+    if (labels === undefined) layerLabels.set(layer, labels = { layer })
+    return labels
+  }
   return (message: unknown): void => {
-    const { layer, tier = '', outcome, storeMs, penalty, route: pattern } = message as DecisionMessage
+    const { tier = '', outcome, storeMs, penalty, route: pattern, registration } = message as DecisionMessage
+    const layer = inRegistration(registration, (message as DecisionMessage).layer)
     const route = routeLabel(pattern)
     const key = `${layer}\n${tier}\n${route}\n${outcome}`
     const counted = decisionCounts.get(key)
     if (counted === undefined) decisionCounts.set(key, { labels: { layer, tier, route, outcome }, value: 1 })
     else counted.value++
-    latency.observe(layerLabels[layer], storeMs / 1000)
-    if (penalty?.state === 'started') penalties.inc(layerLabels[layer])
+    latency.observe(layerLabel(layer), storeMs / 1000)
+    if (penalty?.state === 'started') penalties.inc(layerLabel(layer))
   }
 }

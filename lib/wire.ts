@@ -16,6 +16,7 @@ import type { EdgeSettings, Settings } from './layers/context.js'
 import { IdentityQuotas } from './layers/identity-quota.js'
 import { edgeKeys } from './layers/keys.js'
 import { Lookups } from './layers/lookup.js'
+import type { Group } from './layers/registrations.js'
 import { outcomeOf } from './layers/outcome.js'
 import { Penalties } from './layers/penalty.js'
 
@@ -26,20 +27,21 @@ export interface Wired {
   close: () => Promise<void>
 }
 
-/** Builds the runtime of `plan`; `log` is the app's logger, which the stores log through. */
-export function wire (plan: Plan, log: FastifyBaseLogger): Wired {
+/** Builds the runtime of `plan`; `log` is the app's logger, which the stores log through; `group`: the app's registrations. */
+export function wire (plan: Plan, log: FastifyBaseLogger, group: Group): Wired {
   const store: Store = plan.store ?? new MemoryStore()
   const clock = store.localClock ?? ((): number => performance.now())
   store.useLogger?.(log)
-  const edge = plan.edge === undefined ? undefined : wireEdge(plan.edge, store, clock)
+  const edge = plan.edge === undefined ? undefined : wireEdge(plan.edge, store, clock, plan.name)
   if (edge !== undefined && edge.store !== store) edge.store.useLogger?.(log)
   const app = plan.app === undefined
     ? undefined
-    : { ...plan.app, identityQuotas: plan.app.maxQuota === undefined ? undefined : new IdentityQuotas(plan.app.maxQuota, plan.quotaShare) }
+    : { ...plan.app, identityQuotas: plan.app.maxQuota === undefined ? undefined : new IdentityQuotas(plan.app.maxQuota, plan.quotaShare, plan.name) }
   const penalties = new Penalties(store, () => log, store.localClock)
   const shadowCounter = plan.shadow ? new ShadowCounter(plan.shadowReport.minutes, plan.shadowReport.keys, clock) : undefined
   const lookups = new Lookups(plan.asyncTimeoutMs, log, clock)
-  const settings: Settings = { ...plan, store, edge, app, outcome: outcomeOf(plan.shadow), penalties, shadowCounter, lookups }
+  const decided = { edge: Symbol('fastify-tollgate: edge decision'), app: Symbol('fastify-tollgate: app decision') }
+  const settings: Settings = { ...plan, store, edge, app, outcome: outcomeOf(plan.shadow), penalties, shadowCounter, lookups, group, decided }
   return {
     settings,
     close: async () => {
@@ -51,8 +53,8 @@ export function wire (plan: Plan, log: FastifyBaseLogger): Wired {
 }
 
 /** The edge's settings: its key caches, and the store it decides with (one in front of `store` under a local mode). */
-function wireEdge (edge: EdgePlan, store: Store, clock: () => number): EdgeSettings {
-  return { ...edge, ...edgeKeys(edge), store: edge.local ? localEdgeStore(edge, store, clock) : store }
+function wireEdge (edge: EdgePlan, store: Store, clock: () => number, registration: string | undefined): EdgeSettings {
+  return { ...edge, ...edgeKeys(edge, registration), store: edge.local ? localEdgeStore(edge, store, clock) : store }
 }
 
 function localEdgeStore (edge: EdgePlan, store: Store, clock: () => number): Store {

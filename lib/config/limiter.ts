@@ -4,6 +4,7 @@
  * Nothing is built here: layers/limiter.ts makes the hook from the plan.
  */
 import { namedPolicy } from '../output/headers.js'
+import { inRegistration } from '../output/key-format.js'
 import { checkFunction, checkKnownKeys, checkNumber, checkObject, checkPolicy, describe, expected, failOption } from './check.js'
 import { checkName, share } from './limits.js'
 import { checkPenalty } from './penalty.js'
@@ -17,7 +18,7 @@ const LIMITER_KEYS = keysOf(LIMITER_OPTIONS)
 const RESERVED_NAMES = ['edge', 'edge-route', 'app', 'route', 'manual']
 
 /** What the check needs to know of the registration. */
-export interface LimiterCheckContext extends Pick<RouteCheckContext, 'quotaShare' | 'refunds'> {
+export interface LimiterCheckContext extends Pick<RouteCheckContext, 'quotaShare' | 'refunds' | 'name'> {
   /** The names of the registration's limiters so far. */
   taken: ReadonlySet<string>
 }
@@ -35,7 +36,7 @@ export function checkLimiter (value: unknown, context: LimiterCheckContext): Lim
     fail(`Expected \`limiter.name\` to be unique in this registration (limiters of one name would share their buckets), got ${describe(name)} twice`)
   }
   const whole = checkPolicy(fail, 'limiter', options, LIMITER_KEYS)
-  const named = namedPolicy(name, share(fail, 'limiter', whole, context.quotaShare))
+  const named = namedPolicy(inRegistration(context.name, name), share(fail, 'limiter', whole, context.quotaShare))
   const key = options.key === undefined ? undefined : checkFunction<LimiterPlan['key']>(fail, 'limiter.key', options.key)
   const cost = checkCost(options.cost ?? 1, whole.capacity)
   const penalty = options.penalty === undefined ? undefined : checkPenalty(fail, 'limiter.penalty', options.penalty)

@@ -5,7 +5,7 @@
  */
 import type { BucketPolicy } from '../types/engine.js'
 import type { Period } from '../types/options.js'
-import { namedPolicy, type NamedPolicy } from '../output/headers.js'
+import { inRegistrationNamed, namedPolicy, type NamedPolicy } from '../output/headers.js'
 import { limitSuffix } from '../output/key-format.js'
 import { sharePolicy } from '../engine/share.js'
 import { checkInteger, checkNumber, checkObject, checkPolicy, checkTiers, describe, expected, failOption, type Fail } from './check.js'
@@ -85,6 +85,20 @@ export function checkName (fail: Fail, path: string, value: unknown): string {
     expected(fail, path, 'a name of 1 to 32 letters, digits, `_` or `-`, starting with a letter', value)
   }
   return value
+}
+
+/** `limits` in registration `registration` (their header members `"hourly.app"`); as they are without a name. */
+export function limitsIn (limits: readonly TierLimit[], registration: string | undefined): readonly TierLimit[] {
+  if (registration === undefined) return limits
+  return Object.freeze(limits.map((limit) => ({ ...limit, named: inRegistrationNamed(limit.named, registration) })))
+}
+
+/** Each tier's `limits` in registration `registration` (prototype-less, as `checkTiers` makes them). */
+export function tiersIn (tiers: Record<string, readonly TierLimit[]>, registration: string | undefined): Record<string, readonly TierLimit[]> {
+  if (registration === undefined) return tiers
+  const renamed = Object.create(null) as Record<string, readonly TierLimit[]>
+  for (const tier of Object.keys(tiers)) renamed[tier] = limitsIn(tiers[tier] as readonly TierLimit[], registration)
+  return renamed
 }
 
 /** The smallest capacity of `limits` as configured: a cost above it could never pass. */

@@ -10,7 +10,9 @@ import { checkAllowList } from './allow-list.js'
 import { checkApp } from './app.js'
 import { checkFunction, checkInteger, checkKnownKeys, checkObject, expected, failOption } from './check.js'
 import { checkEdge } from './edge.js'
-import type { Plan } from './plan.js'
+import { checkName, tiersIn } from './limits.js'
+import { inRegistrationNamed } from '../output/headers.js'
+import type { AppPlan, EdgePlan, Plan } from './plan.js'
 import { keysOf, PLUGIN_OPTIONS, SHADOW_REPORT_OPTIONS } from './rows.js'
 import { checkStore, PENALTY_NEEDS_REFUND } from './store.js'
 
@@ -24,14 +26,15 @@ export function checkOptions (value: unknown): Plan {
   const fail = failOption
   const options = checkObject(fail, 'options', value)
   checkKnownKeys(fail, 'options', options, OPTION_KEYS)
+  const name = options.name === undefined ? undefined : checkName(fail, 'name', options.name)
   const store = checkStore(options.store)
   const quotaShare = store?.quotaShare ?? 1
   const refunds = store === undefined || typeof store.refund === 'function'
-  const edge = checkEdge(options.edge, store)
+  const edge = edgeIn(checkEdge(options.edge, store), name)
   if (edge?.penalty !== undefined && edge.local) {
     fail(`Expected \`edge.penalty\` with \`edge.mode: 'exact'\` (the penalty is kept in the shared store), got it with \`edge.mode: '${edge.mode}'\``)
   }
-  const app = checkApp(options.app, quotaShare)
+  const app = appIn(checkApp(options.app, quotaShare), name)
   if ((edge?.penalty ?? app?.penalty) !== undefined && !refunds) failOption(PENALTY_NEEDS_REFUND)
   if (edge === undefined && app === undefined) {
     fail('Expected at least one layer: `edge` or `app` must be set (both are omitted or `false`)')
@@ -46,7 +49,7 @@ export function checkOptions (value: unknown): Plan {
   const allowList = checkAllowList(options.allowList)
   const shadowReport = checkShadowReport(options.shadowReport)
   const asyncTimeoutMs = checkInteger(fail, 'asyncTimeoutMs', options.asyncTimeoutMs ?? 1000, 1, MAX_ASYNC_TIMEOUT_MS)
-  return { store, quotaShare, refunds, headers, shadow, onLimit, edge, app, allowList, warnings: checkWarnings(options.warnings), shadowReport, asyncTimeoutMs }
+  return { name, store, quotaShare, refunds, headers, shadow, onLimit, edge, app, allowList, warnings: checkWarnings(options.warnings), shadowReport, asyncTimeoutMs }
 }
 
 function checkShadowReport (value: unknown): { minutes: number, keys: number } {
@@ -70,4 +73,14 @@ function checkWarnings (value: unknown): Set<WarningCode> {
     if (typeof on !== 'boolean' && on !== undefined) expected(failOption, `warnings.${code}`, 'a boolean', on)
   }
   return new Set(WARNING_CODES.filter((code) => given[code] !== false))
+}
+
+/** The edge's bucket in registration `registration` (its member `"hourly.edge"`). */
+function edgeIn (edge: EdgePlan | undefined, registration: string | undefined): EdgePlan | undefined {
+  return edge?.bucket === undefined ? edge : { ...edge, bucket: inRegistrationNamed(edge.bucket, registration) }
+}
+
+/** The tiers' limits in registration `registration` (their members `"hourly.app"`). */
+function appIn (app: AppPlan | undefined, registration: string | undefined): AppPlan | undefined {
+  return app === undefined ? app : { ...app, tiers: tiersIn(app.tiers, registration) }
 }

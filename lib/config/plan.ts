@@ -50,6 +50,8 @@ export interface AppPlan {
 
 /** What the checks of a route config need to know of the plugin's. */
 export interface RouteCheckContext {
+  /** `name`: this registration's among several; `undefined` for the one without a name. */
+  name: string | undefined
   edge: EdgePlan | undefined
   app: AppPlan | undefined
   /** The store's quota share (1, or 1/N for N replicas each with a memory store): applied to route quotas too. */

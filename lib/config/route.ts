@@ -7,12 +7,13 @@ import type { RouteCost, RouteEdgeKey } from '../types/route.js'
 import { InvalidRouteConfigError } from '../output/errors.js'
 import { namedPolicy, type NamedPolicy } from '../output/headers.js'
 import { checkKnownKeys, checkNumber, checkObject, checkPolicy, describe, expected, type Fail } from './check.js'
-import { checkTierLimits, namesOf, share, type TierLimit } from './limits.js'
+import { checkTierLimits, namesOf, share, tiersIn, type TierLimit } from './limits.js'
 import { checkPenalty } from './penalty.js'
 import { keysOf, ROUTE_OPTIONS } from './rows.js'
 import type { EdgePlan, RouteCheckContext, RoutePlan } from './plan.js'
 import { PENALTY_NEEDS_REFUND } from './store.js'
 import { routeBucket, routeName } from '../output/route-names.js'
+import { inRegistration } from '../output/key-format.js'
 
 /** `rateLimit.edge`'s options besides its policy (`capacity`, `refillPerSecond`), which `checkPolicy` knows. */
 const ROUTE_EDGE_KEYS = keysOf(ROUTE_OPTIONS, 'edge')
@@ -47,7 +48,7 @@ export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'u
   if (replace && (config.edge === undefined || config.edge === false) && config.quota === undefined) {
     fail('`rateLimit.replace` replaces the layers\' buckets with the route\'s own: give the route `rateLimit.edge` (a policy) or `rateLimit.quota`')
   }
-  const edgeQuota = checkRouteEdge(fail, config.edge, edge, plan.quotaShare)
+  const edgeQuota = checkRouteEdge(fail, config.edge, edge, plan)
   const edgeKey = edgeQuota === undefined ? 'edge' : checkRouteEdgeKey(fail, (config.edge as Record<string, unknown>).key)
   const edgeBuckets = config.edge === false || edge === undefined ? [] : [replace ? undefined : edge.bucket, edgeQuota].filter((b) => b !== undefined)
   const penalty = config.penalty === undefined ? undefined : config.penalty === false ? false as const : checkPenalty(fail, 'rateLimit.penalty', config.penalty)
@@ -61,7 +62,7 @@ export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'u
   const appHere = app !== undefined && config.app !== false && (replace ? config.quota !== undefined : app.global || namesApp)
   const settled = { route, bucket, edgeBuckets, edgeQuota, edgeKey, replace, app: appHere, penalty }
   if (app === undefined) return { ...settled, cost: 1, quota: undefined }
-  const quota = checkRouteQuota(fail, config.quota, app.tiers, plan.quotaShare)
+  const quota = checkRouteQuota(fail, config.quota, app.tiers, plan)
   // Under `replace`, the cost is charged to the route's quota, which must hold it.
   return { ...settled, cost: checkRouteCost(fail, config.cost ?? 1, replace && quota !== undefined ? quota : app.tiers), quota }
 }
@@ -87,9 +88,10 @@ function checkRouteCost (fail: RouteFail, cost: unknown, tiers: Record<string, r
 }
 
 /** `rateLimit.quota`: tiers of `app.tiers` only, whose limits are named apart from the tiers' own. */
-function checkRouteQuota (fail: RouteFail, value: unknown, tiers: Record<string, readonly TierLimit[]>, quotaShare: number): Record<string, readonly TierLimit[]> | undefined {
+function checkRouteQuota (fail: RouteFail, value: unknown, tiers: Record<string, readonly TierLimit[]>, plan: RouteCheckContext): Record<string, readonly TierLimit[]> | undefined {
   if (value === undefined) return undefined
-  const quota = checkTierLimits(fail, 'rateLimit.quota', value, 'route', quotaShare, '#')
+  // In the registration's names, as the tiers' are.
+  const quota = tiersIn(checkTierLimits(fail, 'rateLimit.quota', value, 'route', plan.quotaShare, '#'), plan.name)
   for (const tier of Object.keys(quota)) {
     if (!(tier in tiers)) {
       fail(`Expected \`rateLimit.quota\` to name only tiers of \`app.tiers\` (${Object.keys(tiers).join(', ')}), got ${describe(tier)}`)
@@ -108,13 +110,13 @@ function checkRouteQuota (fail: RouteFail, value: unknown, tiers: Record<string,
 }
 
 /** A route's own edge bucket (`rateLimit.edge` as a policy), named `edge-route`; `undefined` for none or `false`. */
-function checkRouteEdge (fail: Fail, value: unknown, edge: EdgePlan | undefined, quotaShare: number): NamedPolicy | undefined {
+function checkRouteEdge (fail: Fail, value: unknown, edge: EdgePlan | undefined, plan: RouteCheckContext): NamedPolicy | undefined {
   if (value === undefined || value === false) return undefined
   if (edge === undefined) {
     fail('`rateLimit.edge` needs the edge layer, which is disabled (set the `edge` option; `edge: { global: false }` runs it only for routes with their own `rateLimit.edge`)')
   }
   if (value === true) expected(fail, 'rateLimit.edge', 'false or a policy { capacity, refillPerSecond }', value)
-  return namedPolicy('edge-route', share(fail, 'rateLimit.edge', checkPolicy(fail, 'rateLimit.edge', value, ROUTE_EDGE_KEYS), quotaShare))
+  return namedPolicy(inRegistration(plan.name, 'edge-route'), share(fail, 'rateLimit.edge', checkPolicy(fail, 'rateLimit.edge', value, ROUTE_EDGE_KEYS), plan.quotaShare))
 }
 
 /** `rateLimit.edge.key`: `'edge'` (default), `'ip'` or a function of the request. */

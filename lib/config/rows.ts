@@ -20,6 +20,7 @@ const row = (name: string, type: string, defaultValue: string, doc: string): Opt
 
 /** The plugin's options (`register(tollgate, options)`), groups first, then their members in the order checked. */
 export const PLUGIN_OPTIONS: readonly OptionRow[] = [
+  row('name', 'string', 'none', 'names a registration among several: its headers, keys, decorator and metrics'),
   row('store', 'Store', 'memoryStore()', 'where bucket state lives; closed when the app closes'),
   row('edge', 'object or false', 'disabled', 'the per-client bucket, in onRequest'),
   row('app', 'object or false', 'disabled', 'the per-user layer, after authentication'),

@@ -10,6 +10,7 @@ import type { Warnings } from '../output/warnings.js'
 import type { ShadowCounter } from '../output/shadow-report.js'
 import type { IdentityQuotas } from './identity-quota.js'
 import type { Lookups } from './lookup.js'
+import type { Group } from './registrations.js'
 import type { Outcome } from './outcome.js'
 import type { Penalties } from './penalty.js'
 import type { RouteTable } from './routes.js'
@@ -41,6 +42,10 @@ export interface Settings extends Omit<Plan, 'store' | 'edge' | 'app'> {
   shadowCounter: ShadowCounter | undefined
   /** Awaits the promises user functions return, within `asyncTimeoutMs`. */
   lookups: Lookups
+  /** The registrations of this app: with several, what each takes is noted, to give back on another's refusal. */
+  group: Group
+  /** Where a request holds each layer's step that passed (`Decided`), by layer: this registration's own symbols. */
+  decided: Readonly<Record<'edge' | 'app', symbol>>
 }
 
 /** What a layer's hooks are made with. */

@@ -5,7 +5,8 @@
 import type { BucketPolicy } from '../types/engine.js'
 import type { LimitDecision } from '../types/decision.js'
 import type { Limiter, LimiterOptions } from '../types/limiter.js'
-import { checkInteger, checkKnownKeys, checkNumber, checkObject, failOption } from '../config/check.js'
+import type { FastifyRequest } from 'fastify'
+import { checkInteger, checkKnownKeys, checkNumber, checkObject, expected, failOption } from '../config/check.js'
 import { checkLimiter } from '../config/limiter.js'
 import { HeaderLayout } from '../output/headers.js'
 import type { ShadowReport } from '../output/shadow-report.js'
@@ -13,7 +14,7 @@ import { SettlingEdge } from '../stores/settling/index.js'
 import { storeOf, type HookContext } from './context.js'
 import { createLimiter } from './limiter.js'
 import { overdraftOf, peek, refund, reset, resolve, type BucketLevel, type LayerBucket, type Manual, type PeekDecision, type RouteQuotas } from './manual.js'
-import { report, type Step } from './step.js'
+import { report, type Decided, type Step } from './step.js'
 
 /**
  * `fastify.tollgate`: a bucket by hand, for work that is not an HTTP route, or
@@ -63,6 +64,13 @@ export interface TollgateDecorator {
    */
   shadowReport (options?: { top?: number | undefined }): ShadowReport
   /**
+   * What `layer` (default `'app'`) decided for `request`, when it let it through:
+   * as `onLimit` gets a decision (`buckets[i].tokens`, the tokens left), read from
+   * the request without another store call; `undefined` when that layer did not
+   * decide this request (an exempt route, an allow-listed client, the layer off).
+   */
+  decision (request: FastifyRequest, layer?: 'edge' | 'app'): LimitDecision | undefined
+  /**
    * A limiter: a hook for `onRequest`, `preValidation` or `preHandler` that takes
    * from one bucket per key (the client address, or `options.key`'s value), named
    * `options.name`, with the plugin's headers, allow-list, `onLimit`, decision
@@ -75,7 +83,10 @@ export interface TollgateDecorator {
 
 declare module 'fastify' {
   interface FastifyInstance {
+    /** The registration without a `name`. */
     tollgate: TollgateDecorator
+    /** The named registrations of this context and its parents, by `name`. */
+    tollgates: Readonly<Record<string, TollgateDecorator>>
   }
 }
 
@@ -105,7 +116,7 @@ export function decorator (context: HookContext, routes: RouteQuotas): TollgateD
         layout: new HeaderLayout(resolved.buckets.map((bucket) => bucket.named)),
         tier: resolved.tier
       }
-      return report(step, await storeOf(settings, resolved.layer).consume(step.buckets))
+      return report(step, await storeOf(settings, resolved.layer).consume(step.buckets), settings.name)
     },
     async peek (target: string | number | LayerBucket, ...rest: unknown[]) {
       const [policy, cost] = argumentsOf(target, rest)
@@ -122,6 +133,11 @@ export function decorator (context: HookContext, routes: RouteQuotas): TollgateD
       const edgeStore = storeOf(settings, 'edge')
       if (edgeStore instanceof SettlingEdge) await edgeStore.settleNow()
     },
+    decision (request, layer = 'app') {
+      if (layer !== 'edge' && layer !== 'app') expected(failOption, 'layer', "'edge' or 'app'", layer)
+      const decided = (request as unknown as Record<symbol, Decided | undefined>)[settings.decided[layer]]
+      return decided === undefined ? undefined : report(decided.step, decided.decision, settings.name)
+    },
     shadowReport (options) {
       const given = checkObject(failOption, 'shadowReport', options ?? {})
       checkKnownKeys(failOption, 'shadowReport', given, ['top'])
@@ -129,7 +145,7 @@ export function decorator (context: HookContext, routes: RouteQuotas): TollgateD
       return settings.shadowCounter?.read(top, true) ?? { shadow: false, minutes: 0, wouldRefuse: 0, clients: [], tiers: [] }
     },
     limiter (options) {
-      const plan = checkLimiter(options, { quotaShare: settings.quotaShare, refunds: settings.refunds, taken: limiters })
+      const plan = checkLimiter(options, { quotaShare: settings.quotaShare, refunds: settings.refunds, name: settings.name, taken: limiters })
       limiters.add(plan.name)
       return createLimiter(context, plan)
     }

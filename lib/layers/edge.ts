@@ -22,6 +22,7 @@ import type { RouteSettings } from './routes.js'
 import type { BucketRequest } from '../types/store.js'
 import { addPenaltyBuckets, stepPenalty } from './penalty.js'
 import { isThenable } from './promises.js'
+import { giveBack } from './registrations.js'
 
 /** What the edge's steps run with. */
 interface EdgeContext {
@@ -154,13 +155,8 @@ function fillOwn (at: EdgeContext, route: RouteSettings, step: RequestStep, key:
  * nothing there. A store without `refund` keeps it spent.
  */
 function giveBackOnRefusal (at: EdgeContext, { request, done }: Pick<RequestStep, 'request' | 'done'>, bucket: BucketRequest): Done {
-  const failed = (error: unknown): void => { request.log.error({ err: error }, 'fastify-tollgate: giving back the token of a route\'s own edge bucket failed') }
   return (error) => {
-    if (error !== undefined) {
-      const store = storeOf(at.settings, 'edge')
-      // A throw and a rejection alike are logged, never a crash.
-      if (store.refund !== undefined) Promise.resolve(bucket).then((given) => (store.refund as NonNullable<typeof store.refund>).call(store, given)).then(undefined, failed)
-    }
+    if (error !== undefined) giveBack(storeOf(at.settings, 'edge'), bucket, request.log)
     done(error)
   }
 }

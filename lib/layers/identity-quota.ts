@@ -9,7 +9,7 @@
 import type { FastifyRequest } from 'fastify'
 import { performance } from 'node:perf_hooks'
 import type { BucketPolicy } from '../types/engine.js'
-import { checkQuota, share, type TierLimit } from '../config/limits.js'
+import { checkQuota, limitsIn, share, type TierLimit } from '../config/limits.js'
 import { identityQuotaSuffix } from '../output/key-format.js'
 import { ThrottledLog } from '../output/throttled-log.js'
 import type { Fail } from '../config/check.js'
@@ -47,7 +47,8 @@ export class IdentityQuotas {
   private readonly checked = new Map<string, IdentityQuota>()
   private readonly refusals: ThrottledLog
 
-  constructor (readonly max: BucketPolicy, private readonly quotaShare: number, now: () => number = () => performance.now()) {
+  /** `registration`: the plugin's `name`, in the quotas' header members. */
+  constructor (readonly max: BucketPolicy, private readonly quotaShare: number, private readonly registration: string | undefined, now: () => number = () => performance.now()) {
     this.refusals = new ThrottledLog(QUOTA_REFUSED_LOG_INTERVAL_MS, now)
   }
 
@@ -62,7 +63,7 @@ export class IdentityQuotas {
   of (value: unknown): IdentityQuota | string {
     let limits: readonly TierLimit[]
     try {
-      limits = checkQuota(refuse, 'quota', value, 'app', (path, policy) => share(refuse, path, policy, this.quotaShare))
+      limits = limitsIn(checkQuota(refuse, 'quota', value, 'app', (path, policy) => share(refuse, path, policy, this.quotaShare)), this.registration)
       for (const [i, limit] of limits.entries()) {
         const at = limits.length > 1 ? `quota[${i}]` : 'quota'
         if (limit.whole.capacity > this.max.capacity) refuse(`\`${at}.capacity\` ${limit.whole.capacity} is above \`app.maxQuota.capacity\` ${this.max.capacity}`)

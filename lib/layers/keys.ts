@@ -6,15 +6,19 @@
 import { isIPv4, isIPv6 } from 'node:net'
 import type { FastifyRequest } from 'fastify'
 import type { EdgePlan } from '../config/plan.js'
-import { bucketKey, keyDigest, limiterKey } from '../output/key-format.js'
+import { bucketKey, inRegistration, keyDigest, limiterKey } from '../output/key-format.js'
 import { memoize, ofClientAddress } from './key-cache.js'
 
-/** The edge's key caches: `{key:<digest>}:edge` of an `edge.key` value, `{ip:<address>}:edge` of a client address. */
-export function edgeKeys (edge: Pick<EdgePlan, 'keySecret' | 'ipv6Subnet'>): { keyOfValue: (value: string) => string, keyOfAddress: (ip: string) => string } {
+/**
+ * The edge's key caches: `{key:<digest>}:edge` of an `edge.key` value, `{ip:<address>}:edge`
+ * of a client address (`:hourly.edge` in a registration named `hourly`).
+ */
+export function edgeKeys (edge: Pick<EdgePlan, 'keySecret' | 'ipv6Subnet'>, registration: string | undefined): { keyOfValue: (value: string) => string, keyOfAddress: (ip: string) => string } {
   const digest = keyDigest(edge.keySecret)
+  const bucket = inRegistration(registration, 'edge')
   return {
-    keyOfValue: memoize((value) => bucketKey('key', digest(value), 'edge')),
-    keyOfAddress: memoize((ip) => bucketKey('ip', clientAddress(ip, edge.ipv6Subnet), 'edge'))
+    keyOfValue: memoize((value) => bucketKey('key', digest(value), bucket)),
+    keyOfAddress: memoize((ip) => bucketKey('ip', clientAddress(ip, edge.ipv6Subnet), bucket))
   }
 }
 
@@ -30,12 +34,13 @@ export interface LimiterKeys {
  * The keys of the limiter named `name`, digested and grouped as the edge does
  * (its `keySecret`, its `ipv6Subnet`, 64 without an edge); `perConnection`: see `ofClientAddress`.
  */
-export function limiterKeys (name: string, edge: Pick<EdgePlan, 'keySecret' | 'ipv6Subnet'> | undefined, perConnection: boolean): LimiterKeys {
+export function limiterKeys (name: string, settings: { edge: Pick<EdgePlan, 'keySecret' | 'ipv6Subnet'> | undefined, name: string | undefined }, perConnection: boolean): LimiterKeys {
+  const { edge } = settings
   const digest = keyDigest(edge?.keySecret)
   const ipv6Subnet = edge?.ipv6Subnet ?? 64
   return {
-    value: memoize((value) => limiterKey('lim', digest(value), name)),
-    address: ofClientAddress(memoize((ip) => limiterKey('ip', clientAddress(ip, ipv6Subnet), name)), perConnection)
+    value: memoize((value) => limiterKey('lim', digest(value), name, settings.name)),
+    address: ofClientAddress(memoize((ip) => limiterKey('ip', clientAddress(ip, ipv6Subnet), name, settings.name)), perConnection)
   }
 }
 
@@ -49,13 +54,14 @@ export interface AppKeys {
   route: (who: { kind: 'user' | 'ip', id: string }, request: FastifyRequest, bucket: string) => string
 }
 
-/** `perConnection`: request.ip is the connection's address (trustProxy off), see `ofClientAddress`. */
-export function appKeys (ipv6Subnet: number, perConnection: boolean): AppKeys {
+/** `perConnection`: request.ip is the connection's address (trustProxy off), see `ofClientAddress`; `registration`: its `name`. */
+export function appKeys (ipv6Subnet: number, perConnection: boolean, registration: string | undefined): AppKeys {
+  const app = inRegistration(registration, 'app')
   return {
-    user: memoize((id) => bucketKey('user', id, 'app')),
-    address: ofClientAddress(memoize((ip) => bucketKey('ip', clientAddress(ip, ipv6Subnet), 'app')), perConnection),
+    user: memoize((id) => bucketKey('user', id, app)),
+    address: ofClientAddress(memoize((ip) => bucketKey('ip', clientAddress(ip, ipv6Subnet), app)), perConnection),
     // request.ip is undefined once the socket is gone (then `unknown`, like the other keys).
-    route: (who, request, bucket) => bucketKey(who.kind, who.kind === 'ip' ? clientAddress(request.ip, ipv6Subnet) : who.id, bucket)
+    route: (who, request, bucket) => bucketKey(who.kind, who.kind === 'ip' ? clientAddress(request.ip, ipv6Subnet) : who.id, inRegistration(registration, bucket))
   }
 }
 

@@ -41,7 +41,7 @@ interface LimiterRun {
 /** The limiter of `plan`, in the registration of `context`. */
 export function createLimiter (context: HookContext, plan: LimiterPlan): Limiter {
   const { settings } = context
-  const keys = limiterKeys(plan.name, settings.edge, context.perConnection)
+  const keys = limiterKeys(plan.name, settings, context.perConnection)
   const run: LimiterRun = {
     plan,
     source: { fn: plan.key, name: 'limiter.key', keyOfValue: keys.value, addressKeyOf: keys.address, lookups: settings.lookups },
@@ -73,7 +73,7 @@ export function createLimiter (context: HookContext, plan: LimiterPlan): Limiter
     const step = await stepOf(run, request)
     if (step instanceof Error) throw step
     const decision = await storeOf(settings, 'limiter').consume(step.buckets)
-    const limit = report(step, decision)
+    const limit = report(step, decision, settings.name)
     if (!decision.allowed) penalize(settings, step, decision, limit)
     return { ...limit, layer: 'limiter', allowListed: false }
   }

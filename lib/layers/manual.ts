@@ -11,7 +11,7 @@ import { read } from '../engine/bucket.js'
 import type { BucketPolicy } from '../types/engine.js'
 import { keyOf } from './client-key.js'
 import { namedPolicy, type NamedPolicy } from '../output/headers.js'
-import { bucketKey, manualKey } from '../output/key-format.js'
+import { bucketKey, inRegistration, manualKey } from '../output/key-format.js'
 import { clientAddress } from './keys.js'
 import { routeBucketOf, routeOfBucket } from '../output/route-names.js'
 import { overdraws } from '../engine/share.js'
@@ -99,7 +99,7 @@ export async function resolve (m: Manual, target: unknown, policy: unknown): Pro
   if (own !== undefined) {
     const whole = checkPolicy(failOption, 'policy', policy)
     const scaled = share(failOption, 'policy', whole, m.settings.quotaShare)
-    return { layer: 'manual', tier: undefined, buckets: [{ key: manualKey(own), named: namedPolicy('manual', scaled), wholeCapacity: whole.capacity }] }
+    return { layer: 'manual', tier: undefined, buckets: [{ key: manualKey(own, m.settings.name), named: namedPolicy(inRegistration(m.settings.name, 'manual'), scaled), wholeCapacity: whole.capacity }] }
   }
   return layerBucket(m, target)
 }
@@ -117,7 +117,7 @@ export function ownKey (target: unknown): string | undefined {
 /** The store keys a call names, without a policy (`reset`). */
 async function resolveKeys (m: Manual, target: unknown): Promise<string[]> {
   const own = ownKey(target)
-  return own !== undefined ? [manualKey(own)] : (await layerBucket(m, target)).buckets.map((bucket) => bucket.key)
+  return own !== undefined ? [manualKey(own, m.settings.name)] : (await layerBucket(m, target)).buckets.map((bucket) => bucket.key)
 }
 
 async function layerBucket (m: Manual, target: unknown): Promise<Resolved> {
@@ -176,7 +176,7 @@ function appBucket (m: Manual, bucket: Record<string, unknown>): Resolved {
     tierName = app.anonymousTier
   }
   if (route === undefined) {
-    const key = bucketKey(kind, id, 'app')
+    const key = bucketKey(kind, id, inRegistration(m.settings.name, 'app'))
     const limits = app.tiers[tierName] as readonly TierLimit[]
     return { layer: 'app', tier: tierName, buckets: limits.map((limit) => ({ key: key + limit.keySuffix, named: limit.named, wholeCapacity: limit.whole.capacity })) }
   }
@@ -186,7 +186,7 @@ function appBucket (m: Manual, bucket: Record<string, unknown>): Resolved {
     const known = [...m.routes.keys()].map(routeOfBucket)
     expected(failOption, 'bucket.route', `a route with a \`rateLimit.quota\`, declared after the plugin (${known.length === 0 ? 'there is none' : known.map((r) => `\`${r}\``).join(', ')})`, route)
   }
-  const key = bucketKey(kind, id, name)
+  const key = bucketKey(kind, id, inRegistration(m.settings.name, name))
   const limits = (quota[tierName] ?? quota.default) as readonly TierLimit[]
   return { layer: 'app', tier: tierName, buckets: limits.map((limit) => ({ key: key + limit.keySuffix, named: limit.named, wholeCapacity: undefined })) }
 }

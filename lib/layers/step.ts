@@ -14,7 +14,14 @@ import type { BucketRequest, StoreDecision } from '../types/store.js'
 import type { BucketPolicy } from '../types/engine.js'
 import type { PenaltyState, StepPenalty } from './penalty.js'
 import { isThenable } from './promises.js'
+import { giveBackOthers, noteTake } from './registrations.js'
 import type { StepEnd } from './outcome.js'
+
+/** A layer's step that passed, and the store's decision: what `fastify.tollgate.decision(request)` reports. */
+export interface Decided {
+  step: Step
+  decision: StoreDecision
+}
 
 /** What one layer asks of the store for one request. */
 export interface Step {
@@ -61,7 +68,7 @@ export function runStep (settings: Settings, step: RequestStep): void {
 }
 
 /** The decision as `onLimit` and the logs see it. */
-export function report (step: Step, decision: StoreDecision): LimitDecision {
+export function report (step: Step, decision: StoreDecision, registration: string | undefined): LimitDecision {
   const result: LimitDecision = {
     layer: step.layer,
     allowed: decision.allowed,
@@ -79,6 +86,7 @@ export function report (step: Step, decision: StoreDecision): LimitDecision {
     })
   }
   if (step.tier !== undefined) result.tier = step.tier
+  if (registration !== undefined) result.registration = registration
   return result
 }
 
@@ -123,11 +131,15 @@ function finish (settings: Settings, step: RequestStep, decision: StoreDecision,
     else writePolicies(step.reply, settings.headers, layout)
   }
   if (decision.allowed) {
-    if (storeMs !== UNWATCHED) publishDecision(request, report(step, decision), outcome.shadow, decision.degraded, storeMs)
+    if (storeMs !== UNWATCHED) publishDecision(request, report(step, decision, settings.name), outcome.shadow, decision.degraded, storeMs)
+    // For `fastify.tollgate.decision(request)` in the handler, reported only when asked.
+    if (step.layer === 'edge' || step.layer === 'app') (request as unknown as Record<symbol, Decided>)[settings.decided[step.layer]] = { step, decision }
+    if (settings.group.size > 1) noteTake(request, { owner: settings, store: storeOf(settings, step.layer), buckets: step.buckets })
     step.done()
     return
   }
-  const limit = report(step, decision)
+  if (settings.group.size > 1 && !outcome.shadow) giveBackOthers(request, settings)
+  const limit = report(step, decision, settings.name)
   const penalty = penalize(settings, step, decision, limit)
   // Before onLimit, which may change `limit`.
   settings.shadowCounter?.record(limit, step.buckets)
@@ -148,6 +160,7 @@ function callOnLimit (onLimit: NonNullable<Settings['onLimit']>, request: Fastif
 
 function storeFailed (settings: Settings, step: RequestStep, storeMs: number, error: unknown): void {
   const { outcome } = settings
-  if (storeMs !== UNWATCHED) publishUnavailable(step.request, step.layer as DecisionMessage['layer'], step.tier, (step.buckets[0] as BucketRequest).cost, storeMs, outcome.shadow)
+  if (settings.group.size > 1 && !outcome.shadow) giveBackOthers(step.request, settings)
+  if (storeMs !== UNWATCHED) publishUnavailable(step.request, { layer: step.layer as DecisionMessage['layer'], registration: settings.name, tier: step.tier, cost: (step.buckets[0] as BucketRequest).cost }, storeMs, outcome.shadow)
   outcome.unavailable(step, error, error instanceof StoreUnavailableError)
 }

@@ -38,6 +38,8 @@ export const NEAR_LIMIT_LEFT = 0.2
 export interface DecisionMessage {
   /** The layer that decided, or `'limiter'` for a limiter's hook (`fastify.tollgate.limiter`; its bucket is named after it). */
   layer: 'edge' | 'app' | 'limiter'
+  /** The registration's `name`, when the plugin is registered under one (several in one app); else `undefined`. */
+  registration: string | undefined
   /** The limiter's answer, as `onLimit` gets it: `false` for `'would-refuse'` too, which shadow mode lets pass. */
   allowed: boolean
   outcome: DecisionOutcome
@@ -112,6 +114,7 @@ export function publishDecision (request: FastifyRequest, limit: LimitDecision, 
   // Every field written, in one order: an object spread here cost about 2 µs per message.
   const message: DecisionMessage = {
     layer: limit.layer as DecisionMessage['layer'],
+    registration: limit.registration,
     allowed: limit.allowed,
     outcome,
     tier: limit.tier,
@@ -129,13 +132,14 @@ export function publishDecision (request: FastifyRequest, limit: LimitDecision, 
 }
 
 /** Publishes a store that could not decide (the request got a 503, or passed in shadow mode). */
-export function publishUnavailable (request: FastifyRequest, layer: DecisionMessage['layer'], tier: string | undefined, cost: number, storeMs: number, shadow: boolean): void {
+export function publishUnavailable (request: FastifyRequest, step: Pick<DecisionMessage, 'layer' | 'registration' | 'tier' | 'cost'>, storeMs: number, shadow: boolean): void {
   const message: DecisionMessage = {
-    layer,
+    layer: step.layer,
+    registration: step.registration,
     allowed: false,
     outcome: 'unavailable',
-    tier,
-    cost,
+    tier: step.tier,
+    cost: step.cost,
     retryAfterMs: 1000,
     buckets: [],
     penalty: undefined,

@@ -11,6 +11,7 @@ import type { HeaderStyle } from '../types/options.js'
 import type { FastifyReply } from 'fastify'
 import { msUntilFull } from '../engine/bucket.js'
 import type { BucketPolicy } from '../types/engine.js'
+import { inRegistration } from './key-format.js'
 
 /** A bucket as it appears in the headers: its list-member name and its policy, formatted once. */
 export interface NamedPolicy {
@@ -40,6 +41,11 @@ const ceilSeconds = (ms: number): number => Math.ceil(ms / 1000)
 
 /** Tokens as a bucket can hold them: 0 to capacity (NaN is 0). */
 const held = (tokens: number, policy: BucketPolicy): number => tokens > 0 ? Math.min(tokens, policy.capacity) : 0
+
+/** `named` in registration `registration`: its member `"hourly.edge"`; as it is without a name. */
+export function inRegistrationNamed (named: NamedPolicy, registration: string | undefined): NamedPolicy {
+  return registration === undefined ? named : namedPolicy(inRegistration(registration, named.name), named.policy)
+}
 
 export function namedPolicy (name: string, policy: BucketPolicy): NamedPolicy {
   // w: seconds to refill from empty (to 12 digits first: per(11, 'minute') is 60 s, not 60.00000000000001);

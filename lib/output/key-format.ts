@@ -36,20 +36,28 @@ export function keyDigest (secret: string | undefined): (value: string) => strin
   return (value) => (secret === undefined ? createHash('sha256') : createHmac('sha256', secret)).update(value).digest('base64url')
 }
 
+/**
+ * A bucket's name in registration `registration` (`fastify-tollgate`'s `name`
+ * option): `hourly.edge`, or `edge` as it is for the registration without a name.
+ * The same name serves a bucket's store key and its header member, so that
+ * registrations sharing a store or a reply never collide (no name holds a `.`).
+ */
+export const inRegistration = (registration: string | undefined, bucket: string): string => registration === undefined ? bucket : `${registration}.${bucket}`
+
 /** The key of bucket `bucket` for identity `identity` of kind `kind` (`ip`, `key`, `user`…). */
 export function bucketKey (kind: string, identity: string, bucket: string): string {
   return `{${kind}:${boundIdentity(identity)}}:${bucket}`
 }
 
 /** A key of one's own (`fastify.tollgate` with a key and a policy): apart from every key a layer uses. */
-export const manualKey = (key: string): string => bucketKey('manual', key, 'manual')
+export const manualKey = (key: string, registration: string | undefined): string => bucketKey('manual', key, inRegistration(registration, 'manual'))
 
 /**
  * A limiter's bucket (`fastify.tollgate.limiter`), named after the limiter:
  * `{lim:<digest>}:limiter:otp` for a value of its key function (digested as
  * `edge.key` values are), `{ip:<address>}:limiter:otp` for the client address.
  */
-export const limiterKey = (kind: 'lim' | 'ip', identity: string, name: string): string => bucketKey(kind, identity, `limiter:${name}`)
+export const limiterKey = (kind: 'lim' | 'ip', identity: string, name: string, registration: string | undefined): string => bucketKey(kind, identity, inRegistration(registration, `limiter:${name}`))
 
 /**
  * The suffix of a limit of a list, after the layer's key: `:<name>` for a tier's

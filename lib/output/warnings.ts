@@ -29,6 +29,9 @@ export const WARNINGS = {
   /** At startup: `edge.mode` 'replica-share' or 'settle' on the memory store, which no replica shares. */
   TOLLGATE_EDGE_MODE_LOCAL:
     'edge.mode is for a store the replicas share, but the store is the memory store: each replica counts alone (every edge mode is the same there). Pass store: redisStore(...) to share the quota, or leave edge.mode out.',
+  /** At `ready`: no route was declared in the registration's context (it was registered inside a plugin without fastify-plugin, say). */
+  TOLLGATE_NO_ROUTES:
+    'This registration is in a context where no route was declared, so it limits nothing: a plugin that wraps its registration needs fastify-plugin, or register it where the routes are (or at the root).',
   /** At startup, once: a tier admits more on a route than the edge lets one client through there. */
   TOLLGATE_TIER_ABOVE_EDGE:
     'A tier admits more requests on a route than the edge lets one client send there, so the edge caps it. Give the edge more, or give the route `rateLimit: { edge: false }` or `replace: true` with a bucket of its own.'

@@ -16,6 +16,8 @@ export interface BucketReport {
 export interface LimitDecision {
   /** Who decided: a layer, a `fastify.tollgate` call (`manual`), or a limiter (`fastify.tollgate.limiter`). */
   layer: 'edge' | 'app' | 'manual' | 'limiter'
+  /** The registration's `name`, when the plugin is registered under one; absent otherwise. */
+  registration?: string
   allowed: boolean
   /** The tier applied (app layer). */
   tier?: string

@@ -66,6 +66,7 @@ export type WarningCode =
   | 'TOLLGATE_SHARED_STORE'
   | 'TOLLGATE_EDGE_MODE_LOCAL'
   | 'TOLLGATE_TIER_ABOVE_EDGE'
+  | 'TOLLGATE_NO_ROUTES'
 
 /** Who made a request, as the app layer sees it. */
 export interface Identity {
@@ -198,6 +199,15 @@ export interface AppOptions {
 }
 
 export interface TollgateOptions {
+  /**
+   * A name for this registration, when several limit one app (a per-second and a
+   * per-hour limiter, or one at the root and one in a plugin): 1 to 32 letters,
+   * digits, `_` or `-`, starting with a letter, unique among the registrations of a
+   * context and its parents. Its header members read `"<name>.edge"`, its store keys
+   * `{…}:<name>.edge`, its metrics' `layer` label `<name>.edge`, and its API is
+   * `fastify.tollgates.<name>` (a registration without a name is `fastify.tollgate`).
+   */
+  name?: string | undefined
   /** Where bucket state lives. Default: `memoryStore()`. Closed when the app closes. */
   store?: Store | undefined
   /** Per client IP (or key), in `onRequest`. Omitted or `false`: disabled. */

@@ -59,8 +59,8 @@ const cases: Array<[code: keyof typeof WARNINGS, setUp: (app: FastifyInstance) =
   }],
   ['TOLLGATE_SHARED_STORE', async (app) => {
     const store = memoryStore()
-    await app.register(async (scope) => { await scope.register(tollgate, { store, edge: EDGE }) })
-    await app.register(async (scope) => { await scope.register(tollgate, { store, edge: EDGE }) })
+    await app.register(async (scope) => { await scope.register(tollgate, { store, edge: EDGE }); scope.get('/a', async () => 'a') })
+    await app.register(async (scope) => { await scope.register(tollgate, { store, edge: EDGE }); scope.get('/b', async () => 'b') })
     await app.ready()
   }, {}, {
     level: 40, code: 'TOLLGATE_SHARED_STORE', prefix: '',
@@ -69,6 +69,15 @@ const cases: Array<[code: keyof typeof WARNINGS, setUp: (app: FastifyInstance) =
   ['TOLLGATE_EDGE_MODE_LOCAL', withPlugin({ edge: { ...EDGE, mode: 'replica-share' } }), {}, {
     level: 40, code: 'TOLLGATE_EDGE_MODE_LOCAL', mode: 'replica-share',
     msg: 'fastify-tollgate: edge.mode is for a store the replicas share, but the store is the memory store: each replica counts alone (every edge mode is the same there). Pass store: redisStore(...) to share the quota, or leave edge.mode out. (TOLLGATE_EDGE_MODE_LOCAL; switch off with warnings: { TOLLGATE_EDGE_MODE_LOCAL: false })'
+  }],
+  ['TOLLGATE_NO_ROUTES', async (app) => {
+    // A wrapper without fastify-plugin: the registration's context holds no route.
+    await app.register(async (scope) => { await scope.register(tollgate, { name: 'inner', edge: EDGE }) })
+    app.get('/', async () => 'ok')
+    await app.ready()
+  }, {}, {
+    level: 40, code: 'TOLLGATE_NO_ROUTES', name: 'inner',
+    msg: 'fastify-tollgate: This registration is in a context where no route was declared, so it limits nothing: a plugin that wraps its registration needs fastify-plugin, or register it where the routes are (or at the root). (TOLLGATE_NO_ROUTES; switch off with warnings: { TOLLGATE_NO_ROUTES: false })'
   }],
   ['TOLLGATE_TIER_ABOVE_EDGE', async (app) => {
     await app.register(tollgate, { edge: { capacity: 100, refillPerSecond: 100 / 60 }, app: { tiers: { default: { capacity: 60, refillPerSecond: 1 }, vip: { capacity: 300, refillPerSecond: 5 } } } })

@@ -23,7 +23,7 @@ async function appWith (options: TollgateOptions, server: FastifyServerOptions =
 }
 
 t.test('each warning has a message that names the problem', async (t) => {
-  t.same(Object.keys(WARNINGS).sort(), ['TOLLGATE_EDGE_MODE_LOCAL', 'TOLLGATE_FORWARDED_WITHOUT_TRUST_PROXY', 'TOLLGATE_IDENTITY_QUOTA_IGNORED', 'TOLLGATE_ONLY_ANONYMOUS', 'TOLLGATE_ROUTE_BEFORE_PLUGIN', 'TOLLGATE_SHARED_STORE', 'TOLLGATE_TIER_ABOVE_EDGE', 'TOLLGATE_TRUST_PROXY_TRUE'])
+  t.same(Object.keys(WARNINGS).sort(), ['TOLLGATE_EDGE_MODE_LOCAL', 'TOLLGATE_FORWARDED_WITHOUT_TRUST_PROXY', 'TOLLGATE_IDENTITY_QUOTA_IGNORED', 'TOLLGATE_NO_ROUTES', 'TOLLGATE_ONLY_ANONYMOUS', 'TOLLGATE_ROUTE_BEFORE_PLUGIN', 'TOLLGATE_SHARED_STORE', 'TOLLGATE_TIER_ABOVE_EDGE', 'TOLLGATE_TRUST_PROXY_TRUE'])
   for (const message of Object.values(WARNINGS)) t.ok(message.length > 40)
 })
 
@@ -124,8 +124,8 @@ t.test('TOLLGATE_SHARED_STORE: two registrations on one store or one Redis prefi
   const twoScopes = async (first: TollgateOptions, second: TollgateOptions): Promise<string[]> => {
     const { lines, logger } = logSink()
     const app = Fastify({ logger })
-    await app.register(async (scope) => { await scope.register(tollgate, first) })
-    await app.register(async (scope) => { await scope.register(tollgate, second) })
+    await app.register(async (scope) => { await scope.register(tollgate, first); scope.get('/a', async () => 'a') })
+    await app.register(async (scope) => { await scope.register(tollgate, second); scope.get('/b', async () => 'b') })
     await app.ready()
     await app.close()
     return lines.filter((line) => line.code !== undefined).map((line) => line.code as string)
@@ -133,6 +133,7 @@ t.test('TOLLGATE_SHARED_STORE: two registrations on one store or one Redis prefi
   const shared = memoryStore()
   t.same(await twoScopes({ store: shared, edge: EDGE }, { store: shared, edge: EDGE }), ['TOLLGATE_SHARED_STORE'])
   t.same(await twoScopes({ store: memoryStore(), edge: EDGE }, { store: memoryStore(), edge: EDGE }), [], 'a store each')
+  t.same(await twoScopes({ store: shared, edge: EDGE }, { name: 'other', store: shared, edge: EDGE }), [], 'registrations of two names write apart')
 
   // A client that never connects: the stores only declare their scripts on it.
   const client = new Redis({ lazyConnect: true })
