@@ -5,12 +5,19 @@
  * Rules (after golang.org/x/time/rate):
  * - a bucket holds up to `capacity` fractional tokens and gains `refillPerSecond`
  *   tokens per second; an absent bucket is a full one;
+ * - a bucket holds enough for `needed` tokens when it holds at least `needed`
+ *   less a rounding tolerance of 1e-12 × max(1, needed), at most 0.1 token
+ *   (`enough`): a rate of max / seconds (2/3 a second) leaves a bucket an ulp
+ *   short at the exact time a token is due (0.9999999999999999), and that
+ *   request passes;
  * - elapsed time is `max(0, now - last)`, so a clock going backwards adds nothing;
  * - several buckets are consumed all or nothing; a denied request changes nothing;
  * - an allowed request records `last = now`, even when `now` is before `last`;
- * - a refusal's retry time is never early: at it, the same request passes;
- * - a cost above capacity never passes, except on a bucket with overdraft (one
- *   process's share of a larger quota; see `tokensNeeded`).
+ * - a refusal's retry time is never early: at it, the same request passes. It is
+ *   snapped to whole nanoseconds when the snapped time passes too, so a wait that
+ *   is exactly 2 s is 2000 ms, not 2000.0000000000002 (a `Retry-After` of 3);
+ * - a cost above capacity (by more than the tolerance) never passes, except on a
+ *   bucket with overdraft (one process's share of a larger quota; see `tokensNeeded`).
  */
 import type { BucketDecision, BucketPolicy, BucketReading, BucketState } from '../types/engine.js'
 
@@ -23,12 +30,44 @@ export function tokensAt (state: BucketState | undefined, policy: BucketPolicy, 
   return tokens < policy.capacity ? tokens : policy.capacity
 }
 
-/** Milliseconds until a bucket holding `tokens` holds `wanted` (0 if it already does; `Infinity` if it never will). */
+/**
+ * The rounding tolerance for `needed` tokens: 1e-12 × max(1, needed), the
+ * rounding a refill at a fractional rate leaves, and at most 0.1 token (reached
+ * at 1e11 tokens), so that even at the largest capacity (1e12) it is never a token.
+ */
+function slack (needed: number): number {
+  const relative = 1e-12 * (needed > 1 ? needed : 1)
+  return relative < 0.1 ? relative : 0.1
+}
+
+/**
+ * Whether a bucket holding `available` tokens holds enough for `needed`: at least
+ * `needed` less the tolerance (`slack`). Every decision of the engine (and the
+ * Redis scripts' `enough`, in the same arithmetic) compares so.
+ */
+export function enough (available: number, needed: number): boolean {
+  return available >= needed - slack(needed)
+}
+
+/** The whole tokens a bucket holding `tokens` holds enough for (by `enough`): the largest whole cost that passes now. */
+export function wholeTokens (tokens: number): number {
+  return Math.floor(tokens + slack(tokens))
+}
+
+/** `ms` rounded to whole nanoseconds (the Redis scripts' `toNs`, in the same arithmetic). */
+const toNs = (ms: number): number => Math.floor(ms * 1e6 + 0.5) / 1e6
+
+/**
+ * Milliseconds until a bucket holding `tokens` holds `wanted` (0 if it already
+ * does, by `enough`; `Infinity` if it never will), in whole nanoseconds when the
+ * bucket holds enough by then.
+ */
 export function msUntil (tokens: number, wanted: number, policy: BucketPolicy): number {
-  const missing = wanted - tokens
-  if (missing <= 0) return 0
-  if (wanted > policy.capacity || policy.refillPerSecond === 0) return Infinity
-  return missing * 1000 / policy.refillPerSecond
+  if (enough(tokens, wanted)) return 0
+  if (policy.refillPerSecond === 0 || !enough(policy.capacity, wanted)) return Infinity
+  const wait = (wanted - tokens) * 1000 / policy.refillPerSecond
+  const snapped = toNs(wait)
+  return enough(tokens + snapped * (policy.refillPerSecond / 1000), wanted) ? snapped : wait
 }
 
 /**
@@ -47,18 +86,21 @@ export function tokensNeeded (cost: number, policy: BucketPolicy, overdraft: boo
 
 /**
  * Milliseconds from `nowMs` until a bucket in `state`, holding `available` now,
- * holds `cost` (0 if it does; `Infinity` if it never will), counting the time a
- * clock that went backwards needs to catch up. The quotient is nudged later past
- * floating-point rounding until `tokensAt(state, policy, nowMs + wait) >= cost`:
- * a retry at the time it gives passes.
+ * holds enough for `cost` (0 if it does; `Infinity` if it never will), counting
+ * the time a clock that went backwards needs to catch up. A retry at the time it
+ * gives passes: `enough(tokensAt(state, policy, nowMs + wait), cost)`. That time
+ * is in whole nanoseconds when it passes so; else the quotient is nudged later
+ * past floating-point rounding until it passes.
  */
 export function retryWait (state: BucketState | undefined, policy: BucketPolicy, nowMs: number, available: number, cost: number): number {
   let wait = msUntil(available, cost, policy)
   if (wait === 0 || wait === Infinity) return wait
   // A clock that went back behind the last step refills nothing until it passes it again.
   if (state !== undefined && state.lastMs > nowMs) wait += state.lastMs - nowMs
+  const snapped = toNs(wait)
+  if (enough(tokensAt(state, policy, nowMs + snapped), cost)) return snapped
   let step = Number.EPSILON * Math.abs(nowMs + wait) || Number.MIN_VALUE
-  for (let i = 0; i < 64 && tokensAt(state, policy, nowMs + wait) < cost; i++) {
+  for (let i = 0; i < 64 && !enough(tokensAt(state, policy, nowMs + wait), cost); i++) {
     wait += step
     step *= 2
   }
@@ -89,7 +131,7 @@ export function consume (
     const needed = tokensNeeded(costs[i] as number, policy, overdrafts?.[i] === true)
     const available = tokensAt(states[i], policy, nowMs)
     tokens[i] = available
-    if (available >= needed) continue
+    if (enough(available, needed)) continue
     allowed = false
     const wait = retryWait(states[i], policy, nowMs, available, needed)
     if (wait > retryAfterMs) retryAfterMs = wait
@@ -103,7 +145,7 @@ export function consume (
 export function consumeOne (state: BucketState | undefined, policy: BucketPolicy, cost: number, nowMs: number, overdraft = false): BucketDecision {
   const needed = tokensNeeded(cost, policy, overdraft)
   const available = tokensAt(state, policy, nowMs)
-  if (available >= needed) return { allowed: true, tokens: [available - cost], retryAfterMs: 0 }
+  if (enough(available, needed)) return { allowed: true, tokens: [available - cost], retryAfterMs: 0 }
   return { allowed: false, tokens: [available], retryAfterMs: retryWait(state, policy, nowMs, available, needed) }
 }
 

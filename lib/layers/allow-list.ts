@@ -1,7 +1,8 @@
 /**
  * The allow-list's test of a request: requests no layer limits. Its client
- * address against the list's `BlockList` (an IPv4-mapped IPv6 client matches its
- * IPv4 rule), then the predicate. Checked first, by each layer.
+ * address against the list's `BlockList` (an IPv4-mapped or NAT64 IPv6 client
+ * matches its IPv4 rule, as well as the IPv6 rules of its own address), then the
+ * predicate. Checked first, by each layer.
  */
 import type { BlockList } from 'node:net'
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
@@ -30,7 +31,8 @@ export interface AllowTestContext {
 function onList (list: BlockList): (ip: string) => boolean {
   return (ip) => {
     const address = plainAddress(ip)
-    return address !== undefined && list.check(address.address, address.family)
+    if (address === undefined) return false
+    return list.check(address.address, address.family) || (address.ipv4 !== undefined && list.check(address.ipv4, 'ipv4'))
   }
 }
 

@@ -1,7 +1,8 @@
 /**
- * The layers' keys of a request: client addresses normalised (IPv4-mapped IPv6
- * unmapped, IPv6 grouped by prefix, ports dropped) and the key caches of the
- * edge, the app layer and the limiters. The key format itself is output/key-format.ts.
+ * The layers' keys of a request: client addresses normalised (IPv4-mapped and
+ * NAT64 IPv6 as their IPv4 address, other IPv6 grouped by prefix, ports dropped)
+ * and the key caches of the edge, the app layer and the limiters. The key format
+ * itself is output/key-format.ts.
  */
 import { isIPv4, isIPv6 } from 'node:net'
 import type { FastifyRequest } from 'fastify'
@@ -67,11 +68,14 @@ export function appKeys (ipv6Subnet: number, perConnection: boolean, registratio
 
 /**
  * The client address as a rate-limit identity: IPv4 as is; IPv4-mapped IPv6
- * (`::ffff:1.2.3.4`) unmapped; other IPv6 reduced to its first `ipv6Subnet`
- * bits (`2001:db8:1:2::/64`), since one host commonly holds a whole /64.
- * A port some proxies append (`203.0.113.7:40001`, `[2001:db8::1]:443`) is
- * dropped first, so that each connection does not get a bucket of its own.
- * Anything that is not an IP address is returned unchanged (and bounded later).
+ * (`::ffff:1.2.3.4`) and NAT64 IPv6 of the well-known prefix 64:ff9b::/96
+ * (`64:ff9b::1.2.3.4`, `64:ff9b::102:304`: an IPv4 client behind a NAT64
+ * gateway) as the IPv4 address they carry; other IPv6 reduced to its first
+ * `ipv6Subnet` bits (`2001:db8:1:2::/64`), since one host commonly holds a whole /64.
+ * A port some proxies append (`203.0.113.7:40001`, `[2001:db8::1]:443`,
+ * `::ffff:203.0.113.7:40001`) is dropped first, so that each connection does not
+ * get a bucket of its own. Anything that is not an IP address is returned
+ * unchanged (and bounded later).
  */
 export function clientAddress (ip: string | undefined, ipv6Subnet: number): string {
   if (ip === undefined || ip === '') return 'unknown'
@@ -82,33 +86,58 @@ export function clientAddress (ip: string | undefined, ipv6Subnet: number): stri
   const address = zoneAt === -1 ? host : host.slice(0, zoneAt)
   if (!isIPv6(address)) return ip
   const groups = ipv6Groups(address)
-  if (groups[0] === 0 && groups[1] === 0 && groups[2] === 0 && groups[3] === 0 && groups[4] === 0 && groups[5] === 0xffff) {
-    const high = groups[6] as number
-    const low = groups[7] as number
-    return `${high >> 8}.${high & 0xff}.${low >> 8}.${low & 0xff}`
-  }
-  return ipv6Prefix(groups, ipv6Subnet)
+  return isMapped(groups) || isNat64(groups) ? embeddedIPv4(groups) : ipv6Prefix(groups, ipv6Subnet)
+}
+
+/** A client address as the allow-list checks it (see `plainAddress`). */
+export interface PlainAddress {
+  address: string
+  family: 'ipv4' | 'ipv6'
+  /** The IPv4 address a NAT64 address (64:ff9b::/96) carries, whose IPv4 rules apply too. */
+  ipv4?: string
 }
 
 /**
  * `ip` as an address BlockList can check: without a port or an IPv6 zone, with
- * its family; `undefined` for anything that is not an IP address.
+ * its family, and for a NAT64 address the IPv4 address it carries (BlockList
+ * matches an IPv4-mapped address against IPv4 rules itself, not a NAT64 one);
+ * `undefined` for anything that is not an IP address.
  */
-export function plainAddress (ip: string | undefined): { address: string, family: 'ipv4' | 'ipv6' } | undefined {
+export function plainAddress (ip: string | undefined): PlainAddress | undefined {
   if (ip === undefined || ip === '') return undefined
   const host = isIPv4(ip) ? ip : withoutPort(ip)
   if (isIPv4(host)) return { address: host, family: 'ipv4' }
   const zoneAt = host.indexOf('%')
   const address = zoneAt === -1 ? host : host.slice(0, zoneAt)
-  return isIPv6(address) ? { address, family: 'ipv6' } : undefined
+  if (!isIPv6(address)) return undefined
+  const groups = ipv6Groups(address)
+  return isNat64(groups) ? { address, family: 'ipv6', ipv4: embeddedIPv4(groups) } : { address, family: 'ipv6' }
+}
+
+/** IPv4-mapped IPv6: `::ffff:0:0/96`. */
+const isMapped = (groups: readonly number[]): boolean =>
+  groups[0] === 0 && groups[1] === 0 && groups[2] === 0 && groups[3] === 0 && groups[4] === 0 && groups[5] === 0xffff
+
+/** NAT64 (SIIT) of the well-known prefix `64:ff9b::/96` (RFC 6052): an IPv4 host in the last 32 bits. */
+const isNat64 = (groups: readonly number[]): boolean =>
+  groups[0] === 0x64 && groups[1] === 0xff9b && groups[2] === 0 && groups[3] === 0 && groups[4] === 0 && groups[5] === 0
+
+/** The IPv4 address in the last 32 bits of an IPv6 address, dotted. */
+function embeddedIPv4 (groups: readonly number[]): string {
+  const high = groups[6] as number
+  const low = groups[7] as number
+  return `${high >> 8}.${high & 0xff}.${low >> 8}.${low & 0xff}`
 }
 
 const PORT = /^\d{1,5}$/
 
 /**
  * `ip` without a port: `203.0.113.7:40001` → `203.0.113.7`; `[2001:db8::1]:443`
- * and `[2001:db8::1]` → `2001:db8::1`. A bare IPv6 address is left whole: its
- * last group is not a port. The caller checks that what is left is an address.
+ * and `[2001:db8::1]` → `2001:db8::1`; `::ffff:203.0.113.7:40001` →
+ * `::ffff:203.0.113.7`. A bare IPv6 address is otherwise left whole: its last
+ * group is not a port (`2001:db8::1:4000` is an address). Only a dotted IPv4
+ * tail, which ends an IPv6 address, makes a number after it a port. The caller
+ * checks that what is left is an address.
  */
 function withoutPort (ip: string): string {
   const lastColon = ip.lastIndexOf(':')
@@ -117,8 +146,10 @@ function withoutPort (ip: string): string {
     const bracketed = end === ip.length - 1 || (lastColon === end + 1 && PORT.test(ip.slice(lastColon + 1)))
     return end !== -1 && bracketed ? ip.slice(1, end) : ip
   }
-  // One colon: an IPv4 address and a port. Two or more: IPv6, left whole.
-  return lastColon !== -1 && ip.indexOf(':') === lastColon && PORT.test(ip.slice(lastColon + 1)) ? ip.slice(0, lastColon) : ip
+  if (lastColon === -1 || !PORT.test(ip.slice(lastColon + 1))) return ip
+  const host = ip.slice(0, lastColon)
+  // One colon: an IPv4 address and a port. Two or more: IPv6, left whole, unless it ends in a dotted IPv4 address.
+  return ip.indexOf(':') === lastColon || (host.lastIndexOf('.') > host.lastIndexOf(':') && isIPv6(host)) ? host : ip
 }
 
 /** The eight 16-bit groups of a valid IPv6 address (`::` expanded, a dotted IPv4 tail converted). */

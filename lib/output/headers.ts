@@ -9,7 +9,7 @@
  */
 import type { HeaderStyle } from '../types/options.js'
 import type { FastifyReply } from 'fastify'
-import { msUntilFull } from '../engine/bucket.js'
+import { msUntilFull, wholeTokens } from '../engine/bucket.js'
 import type { BucketPolicy } from '../types/engine.js'
 import { inRegistration } from './key-format.js'
 
@@ -36,7 +36,10 @@ export const MAX_FIELD_INTEGER = 999_999_999_999_999
 /** A whole number (already rounded) as the headers may print it: 0 to MAX_FIELD_INTEGER; NaN is 0. */
 const fieldInteger = (whole: number): number => whole > 0 ? Math.min(whole, MAX_FIELD_INTEGER) : 0
 
-/** Seconds, rounded up. */
+/**
+ * Seconds, rounded up. The engine's waits are in whole nanoseconds where that is
+ * exact (bucket.ts `msUntil`, `retryWait`): a wait of 2 s is 2000 ms, so 2, not 3.
+ */
 const ceilSeconds = (ms: number): number => Math.ceil(ms / 1000)
 
 /** Tokens as a bucket can hold them: 0 to capacity (NaN is 0). */
@@ -55,14 +58,15 @@ export function namedPolicy (name: string, policy: BucketPolicy): NamedPolicy {
 }
 
 /**
- * Whole tokens left (0 for a bucket in debt), and whole seconds until full
- * (`undefined`: never), the debt of an overdrawn share included.
+ * Whole tokens left (0 for a bucket in debt; as the engine's `enough` counts them,
+ * so 0.9999999999999999 is 1), and whole seconds until full (`undefined`: never),
+ * the debt of an overdrawn share included.
  */
 function bucketState (tokens: number, policy: BucketPolicy): { remaining: number, untilFull: number | undefined } {
   const now = held(tokens, policy)
   const untilFullMs = msUntilFull(tokens < 0 ? tokens : now, policy)
   return {
-    remaining: fieldInteger(Math.floor(now)),
+    remaining: fieldInteger(Math.min(wholeTokens(now), Math.floor(policy.capacity))),
     untilFull: Number.isFinite(untilFullMs) ? fieldInteger(ceilSeconds(untilFullMs)) : undefined
   }
 }

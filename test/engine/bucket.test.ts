@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap'
-import { consume, consumeOne, msUntil, read, refund, tokensAt, tokensNeeded } from '../../lib/engine/bucket.js'
+import { consume, consumeOne, enough, msUntil, msUntilFull, read, refund, tokensAt, tokensNeeded, wholeTokens } from '../../lib/engine/bucket.js'
 import type { BucketPolicy, BucketReading, BucketState } from '../../lib/types/engine.js'
 import { conformanceCases } from '../helpers.js'
 
@@ -114,9 +114,16 @@ t.test('edge cases, by name', async (t) => {
     {
       name: 'tiny rate: one token per ~31.7 years',
       policy: { capacity: 1, refillPerSecond: 1e-9 },
-      steps: [{ atMs: 0, cost: 1 }, { atMs: 1e12 - 1, cost: 1 }, { atMs: 1e12, cost: 1 }],
+      steps: [{ atMs: 0, cost: 1 }, { atMs: 1e12 - 2, cost: 1 }, { atMs: 1e12, cost: 1 }],
       allowed: [true, false, true],
-      check: (d, t) => { t.ok(Math.abs((d[1]?.retryAfterMs ?? 0) - 1) < 1e-3, 'retry ≈ 1 ms') }
+      check: (d, t) => { t.ok(Math.abs((d[1]?.retryAfterMs ?? 0) - 2) < 1e-3, 'retry ≈ 2 ms') }
+    },
+    {
+      // The tolerance is 1e-12 token here, which this rate refills in 1 ms: 1e-12 of the 31.7 years.
+      name: 'tiny rate: a request 1e-12 token short (the tolerance) passes',
+      policy: { capacity: 1, refillPerSecond: 1e-9 },
+      steps: [{ atMs: 0, cost: 1 }, { atMs: 1e12 - 1, cost: 1 }],
+      allowed: [true, true]
     },
     {
       name: 'huge rate: refill caps at capacity, no overflow',
@@ -214,6 +221,7 @@ t.test('retry time is never early', async (t) => {
     { name: 'rounding: nudged past the float error', policy: { capacity: 149.76303114957818, refillPerSecond: 1 }, state: { tokens: 149.76303114957818 - 74.882, lastMs: 1_000_000 }, cost: 149.763, nowMs: 1_000_000 },
     { name: 'a clock behind the last step first catches up', policy: { capacity: 1, refillPerSecond: 1 }, state: { tokens: 0, lastMs: 10_000 }, cost: 1, nowMs: 9_000, retryAfterMs: 2000 },
     { name: 'a retry that lands on time zero', policy: B20R5, state: { tokens: 0, lastMs: -600 }, cost: 3, nowMs: -600, retryAfterMs: 600 },
+    { name: 'a wait below a nanosecond is not snapped to nothing, and lands on time zero', policy: { capacity: 1, refillPerSecond: 1000 }, state: { tokens: 0, lastMs: -(2 ** -30) }, cost: 2 ** -30, nowMs: -(2 ** -30), retryAfterMs: 2 ** -30 },
     { name: 'a slow bucket at a large clock', policy: { capacity: 3, refillPerSecond: 0.001 }, state: { tokens: 0.1, lastMs: 1.7e12 }, cost: 2.9, nowMs: 1.7e12 + 1234.5 },
     { name: 'overdraft: a share in debt, thirds that do not divide evenly', policy: { capacity: 20 / 3, refillPerSecond: 5 / 3 }, state: { tokens: 20 / 3 - 20, lastMs: 1000 }, cost: 20, nowMs: 1000, overdraft: true }
   ]
@@ -250,7 +258,41 @@ t.test('all or nothing over several buckets', async (t) => {
   t.same(routeShort, { allowed: false, tokens: [5, 0], retryAfterMs: 2000 }, 'the plain bucket refuses: the overdraft bucket is not debited')
 })
 
+t.test('enough: the tokens needed, less a tolerance of 1e-12 × max(1, needed)', async (t) => {
+  t.ok(enough(1, 1), 'exactly')
+  t.ok(enough(0.9999999999999999, 1), 'an ulp short')
+  t.ok(enough(1 - 1e-12, 1), 'at the tolerance')
+  t.notOk(enough(1 - 2e-12, 1), 'beyond it')
+  t.ok(enough(1e6 - 1e-7, 1e6), 'relative to the tokens needed: 1e-6 of a token for a million')
+  t.notOk(enough(1e6 - 2e-6, 1e6))
+  t.ok(enough(0.5 - 1e-12, 0.5), 'below one token needed, the tolerance of one')
+  t.notOk(enough(0.5 - 2e-12, 0.5))
+  t.ok(enough(-1e-12, 0), 'a cost of 0 passes an ulp of debt')
+  t.notOk(enough(-1e-11, 0), 'not a debt')
+  t.notOk(enough(Number.NaN, 1), 'NaN holds nothing')
+  t.ok(enough(1e10 - 0.01, 1e10), '1e-12 of 1e10 tokens: 0.01')
+  t.ok(enough(1e12 - 0.1, 1e12), 'at most 0.1 token')
+  t.notOk(enough(1e12 - 0.2, 1e12), 'never a token, even at the largest capacity')
+  t.notOk(enough(1e12 - 1, 1e12))
+})
+
+t.test('wholeTokens: the largest whole cost that passes now', async (t) => {
+  t.equal(wholeTokens(0.9999999999999999), 1, 'an ulp short of 1 pays 1')
+  t.equal(wholeTokens(2.9999999999999996), 3)
+  t.equal(wholeTokens(0.999), 0)
+  t.equal(wholeTokens(5.5), 5)
+  t.equal(wholeTokens(-1e-16), 0)
+  t.equal(wholeTokens(-0.5), -1, 'a debt (the headers show 0)')
+  t.equal(wholeTokens(1e12 - 1), 1e12 - 1, 'not rounded up at the largest capacity')
+  for (const tokens of [0.9999999999999999, 2.9999999999999996, 1e6 - 1e-7, 12.3]) {
+    t.ok(enough(tokens, wholeTokens(tokens)) && !enough(tokens, wholeTokens(tokens) + 1), `${tokens}: enough for ${wholeTokens(tokens)}, not one more`)
+  }
+})
+
 t.test('msUntil', async (t) => {
+  t.equal(msUntil(0, 1, { capacity: 1, refillPerSecond: 1 / 7 }), 7000, 'whole nanoseconds where exact: not 7000.000000000002')
+  t.equal(msUntil(0.9999999999999999, 1, { capacity: 1, refillPerSecond: 1 / 7 }), 0, 'enough already')
+  t.equal(msUntil(0, 1 + 1e-13, { capacity: 1, refillPerSecond: 1 }), 1000, 'a cost within the tolerance above capacity: until full')
   t.equal(msUntil(5, 3, B20R5), 0, 'already there')
   t.equal(msUntil(0, 1, B20R5), 200)
   t.equal(msUntil(0, 21, B20R5), Infinity, 'above capacity')
@@ -340,4 +382,41 @@ t.test('read says what consume would decide, and its waits are never early', asy
     }
   }
   t.equal(compared, 1680)
+})
+
+t.test('exact waits: a rate of max / seconds waits whole seconds where they are exact', async (t) => {
+  // per(2, 3 s): 2/3 token a second; (2 − 2/3) / (2/3) is 2.0000000000000004 in floating point.
+  const twoPerThree: BucketPolicy = { capacity: 2, refillPerSecond: 2 / 3 }
+  const empty: BucketState = { tokens: 0, lastMs: 0 }
+  const partly = consume([empty], [twoPerThree], [2], 1000)
+  t.equal(partly.allowed, false)
+  t.equal(partly.retryAfterMs, 2000, '2/3 held, 2 wanted: 2 s, not 2 s and a few femtoseconds')
+  t.equal(consume([empty], [twoPerThree], [2], 1000 + partly.retryAfterMs).allowed, true, 'a retry at it passes')
+  t.equal(consume([empty], [twoPerThree], [2], 0).retryAfterMs, 3000)
+  t.equal(msUntilFull(0, twoPerThree), 3000, 'until full from empty: 3 s')
+  t.equal(msUntilFull(2 / 3, twoPerThree), 2000, 'until full from 2/3: 2 s')
+  t.same(read(empty, twoPerThree, 2, 1000), { tokens: 2 / 3, retryAfterMs: 2000, fullInMs: 2000 }, 'read agrees')
+  // per(3, 10 s): 0.3 a second; the 3 tokens of 10 s were 10 000.000000000002 ms away, and short at 10 s.
+  const threePerTen: BucketPolicy = { capacity: 3, refillPerSecond: 3 / 10 }
+  t.equal(consume([empty], [threePerTen], [3], 0).retryAfterMs, 10_000)
+  t.equal(consume([empty], [threePerTen], [3], 10_000).allowed, true, 'full at 10 s')
+})
+
+t.test('exact waits: at a token\'s exact due time the request passes', async (t) => {
+  // per(1, 7 s): 1/7 token a second; at 7 s the bucket holds 0.9999999999999999 in floating point.
+  const onePerSeven: BucketPolicy = { capacity: 1, refillPerSecond: 1 / 7 }
+  const empty: BucketState = { tokens: 0, lastMs: 0 }
+  t.ok(tokensAt(empty, onePerSeven, 7000) < 1, 'the level is an ulp short of 1 (the case)')
+  t.equal(consume([empty], [onePerSeven], [1], 0).retryAfterMs, 7000, 'the wait from empty: 7 s')
+  const due = consume([empty], [onePerSeven], [1], 7000)
+  t.equal(due.allowed, true, 'passes at 7 s, not refused with a wait of 1e-12 ms')
+  t.ok(Math.abs(due.tokens[0] as number) < 1e-12, 'and leaves (about) nothing')
+  t.equal(consumeOne(empty, onePerSeven, 1, 7000).allowed, true, 'consumeOne agrees')
+  t.same(read(empty, onePerSeven, 1, 7000), { tokens: tokensAt(empty, onePerSeven, 7000), retryAfterMs: 0, fullInMs: 0 }, 'read agrees: it fits, and the bucket counts as full')
+  t.equal(consume([empty], [onePerSeven], [1], 6999).allowed, false, 'a millisecond early is still refused')
+  // A large clock: the same at the time of day.
+  const start = 1_767_225_600_000
+  const drained: BucketState = { tokens: 0, lastMs: start }
+  t.equal(consume([drained], [onePerSeven], [1], start).retryAfterMs, 7000)
+  t.equal(consume([drained], [onePerSeven], [1], start + 7000).allowed, true)
 })

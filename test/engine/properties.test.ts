@@ -11,6 +11,7 @@ import fc from 'fast-check'
 import Fastify, { type LightMyRequestResponse } from 'fastify'
 import { performance } from 'node:perf_hooks'
 import tollgate, { consume, memoryStore, redisStore, type BucketDecision, type BucketPolicy, type BucketRequest, type BucketState, type Store, type StoreDecision } from '../../lib/index.js'
+import { namedPolicy, retryAfterSeconds, stateMember } from '../../lib/output/headers.js'
 import { requireRedis, startRedis } from '../redis-server.js'
 
 const SEED_SETTING = process.env.TOLLGATE_PROPERTY_SEED
@@ -424,4 +425,76 @@ return out`
     return true
   }), 30)
   t.ok(fromCache >= 50, `${fromCache} refusals answered by the deny cache`)
+})
+
+// ------------------------------------------------------------ exact waits of a quota of max per seconds
+
+/**
+ * A quota of `max` per `seconds` (`per(max, 'n seconds')`: capacity max, refill
+ * max / seconds, a fraction), drained at `start` (a time of day in ms), then asked
+ * `cost` tokens `dt` ms later. `dt` is mostly chosen so that the exact wait is a
+ * whole number of seconds (`wait`), or 0 (the exact due time); else any.
+ */
+interface Quota { max: number, seconds: number, start: number, cost: number, dt: number }
+const quotaArb: fc.Arbitrary<Quota> = fc.record({
+  max: fc.oneof(fc.integer({ min: 1, max: 12 }), fc.integer({ min: 1, max: 100 })),
+  seconds: fc.oneof(fc.integer({ min: 1, max: 20 }), fc.constantFrom(60, 3600, 86_400), fc.integer({ min: 1, max: 3600 })),
+  start: fc.oneof(fc.constant(0), fc.integer({ min: 1_700_000_000_000, max: 1_900_000_000_000 })),
+  costShare: fc.double({ min: 0, max: 1, noNaN: true }),
+  wait: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 30 })),
+  anyDt: fc.oneof({ weight: 3, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.double({ min: 0, max: 1.2, noNaN: true }) })
+}).map(({ max, seconds, start, costShare, wait, anyDt }) => {
+  const cost = 1 + Math.floor(costShare * (max - 1))
+  // The exact time (ms) the drained bucket holds `cost`: cost × seconds × 1000 / max, whole or not.
+  const dueMs = cost * seconds * 1000 / max
+  const wanted = dueMs - Math.min(wait, Math.floor(dueMs / 1000)) * 1000
+  const dt = anyDt === undefined && Number.isInteger(wanted) ? wanted : Math.round((anyDt ?? 1) * seconds * 1000)
+  return { max, seconds, start, cost, dt }
+})
+
+/**
+ * On `store` (clock set by `setNow`), the quota drained, then `cost` asked `dt` ms
+ * later, decides as exact (rational) arithmetic says: allowed when the exact
+ * level holds the cost; else Retry-After is the exact wait rounded up (a whole
+ * wait exactly that, never one more), and a retry at now + retryAfterMs passes.
+ * The headers' whole tokens and seconds until full are the exact ones too.
+ */
+function exactWaits (store: Store, setNow: (ms: number) => void, tag: string): fc.IAsyncPropertyWithHooks<[Quota, fc.ContextValue]> {
+  let run = 0
+  return fc.asyncProperty(quotaArb, fc.context(), async ({ max, seconds, start, cost, dt }, ctx) => {
+    const policy: BucketPolicy = { capacity: max, refillPerSecond: max / seconds }
+    const key = `{x:${tag}${run++}}:q`
+    setNow(start)
+    if (!(await store.consume([{ key, policy, cost: max }])).allowed) return false
+    setNow(start + dt)
+    const decision = await store.consume([{ key, policy, cost }])
+    // In thousandths of a token-second: the level, the cost, the capacity (integers; exact).
+    const level = Math.min(max * seconds * 1000, dt * max)
+    const allowed = level >= cost * seconds * 1000
+    const left = allowed ? level - cost * seconds * 1000 : level
+    const member = stateMember(namedPolicy('q', policy), decision.tokens[0] as number)
+    const expected = `"q";r=${Math.floor(left / (seconds * 1000))};t=${Math.ceil((max * seconds * 1000 - left) / (max * 1000))}`
+    ctx.log(`max ${max} per ${seconds} s, cost ${cost} at +${dt} ms: ${JSON.stringify(decision)}, ${member}`)
+    if (decision.allowed !== allowed || member !== expected) return false
+    if (allowed) return true
+    const exactSeconds = Math.ceil((cost * seconds * 1000 - dt * max) / (max * 1000))
+    if (retryAfterSeconds(decision.retryAfterMs) !== exactSeconds) return false
+    setNow(start + dt + decision.retryAfterMs)
+    return (await store.consume([{ key, policy, cost }])).allowed
+  })
+}
+
+t.test('exact waits: a quota of max per seconds waits exactly the whole seconds due, and a retry then passes (memory)', async (t) => {
+  const { store, set } = clockedMemory()
+  await holds(t, 'exact Retry-After and t=', exactWaits(store, set, 'm'), RUNS * 5)
+})
+
+t.test('exact waits: the same on the Redis store, its deny cache on', async (t) => {
+  if (!requireRedis(t)) return
+  const server = await startRedis(t)
+  const client = server.client(t)
+  let now = 0
+  const redis = redisStore({ client, clock: () => now, heartbeatIntervalMs: 0, timeoutMs: 5000 })
+  t.teardown(() => redis.close())
+  await holds(t, 'exact Retry-After and t= (Redis)', exactWaits(redis, (ms) => { now = ms }, 'r'), 150)
 })

@@ -27,6 +27,20 @@ t.test('addresses and CIDR ranges, IPv4 and IPv6: an allowed client touches no b
   await app.close()
 })
 
+t.test('a NAT64 client (64:ff9b::/96) matches the IPv4 rules of the address it embeds, and IPv6 rules as before', async (t) => {
+  const app = Fastify()
+  await app.register(tollgate, { ...layers, allowList: ['203.0.113.7', '10.0.0.0/8', '64:ff9b::c633:6400/120'] })
+  app.get('/', async () => 'ok')
+  const from = (ip: string) => app.inject({ url: '/', remoteAddress: ip })
+  for (const ip of ['64:ff9b::203.0.113.7', '64:ff9b::cb00:7107', '64:ff9b::10.1.2.3', '64:ff9b::198.51.100.9', '::ffff:203.0.113.7:40001', '64:ff9b::203.0.113.7:40001']) {
+    t.same([(await from(ip)).statusCode, (await from(ip)).statusCode, (await from(ip)).statusCode], [200, 200, 200], `${ip} is never limited`)
+  }
+  t.same([(await from('64:ff9b::203.0.113.8')).statusCode, (await from('64:ff9b::203.0.113.8')).statusCode], [200, 429], 'a neighbour is limited')
+  t.same([(await from('64:ff9b:1::cb00:7107')).statusCode, (await from('64:ff9b:1::cb00:7107')).statusCode], [200, 429], 'outside 64:ff9b::/96 no IPv4 rule applies')
+  t.same([(await from('not-an-ip')).statusCode, (await from('not-an-ip')).statusCode], [200, 429], 'what is not an address matches no rule')
+  await app.close()
+})
+
 t.test('a predicate, alone or with addresses; one that throws does not allow and is logged once a minute', async (t) => {
   const { lines, logger } = logSink()
   const app = Fastify({ logger })

@@ -17,7 +17,6 @@ t.test('clientAddress normalises client IPs', async (t) => {
     ['2001:db8::1:2:3:4', 128, '2001:db8:0:0:1:2:3:4'],
     ['2001:db8::1:2:3:4', 120, '2001:db8:0:0:1:2:3:0/120'],
     ['::1', 128, '0:0:0:0:0:0:0:1'],
-    ['64:ff9b::192.0.2.33', 128, '64:ff9b:0:0:0:0:c000:221'],
     ['1:2:3:4:5:6:1.2.3.4', 128, '1:2:3:4:5:6:102:304'],
     ['203.0.113.9:40001', 64, '203.0.113.9'],
     ['[2001:db8:aaaa:bbbb::1]:443', 64, '2001:db8:aaaa:bbbb::/64'],
@@ -37,6 +36,47 @@ t.test('clientAddress normalises client IPs', async (t) => {
     [undefined, 64, 'unknown']
   ]
   for (const [ip, bits, expected] of cases) t.equal(clientAddress(ip, bits), expected, `${String(ip)} /${bits}`)
+})
+
+t.test('clientAddress: an IPv4-mapped address with an unbracketed port is its IPv4 address', async (t) => {
+  const cases: Array<[string, number, string]> = [
+    ['::ffff:203.0.113.7:40001', 64, '203.0.113.7'],
+    ['::ffff:203.0.113.7:40002', 128, '203.0.113.7'],
+    ['::FFFF:203.0.113.7:443', 64, '203.0.113.7'],
+    ['0:0:0:0:0:ffff:203.0.113.7:1', 64, '203.0.113.7'],
+    // A dotted tail ends an IPv6 address, so a group after it can only be a port.
+    ['64:ff9b::203.0.113.7:40001', 64, '203.0.113.7'],
+    ['::1.2.3.4:80', 128, '0:0:0:0:0:0:102:304'],
+    // Ambiguous or not an address: left as it is (a hex last group is an address's, not a port).
+    ['2001:db8::1:4000', 128, '2001:db8:0:0:0:0:1:4000'],
+    ['::ffff:cb00:7107:4000', 128, '0:0:0:0:ffff:cb00:7107:4000'],
+    ['::ffff:cb00:7107:40001', 64, '::ffff:cb00:7107:40001'],
+    ['2001:db8::1:40001', 64, '2001:db8::1:40001'],
+    ['::ffff:203.0.113.7:', 64, '::ffff:203.0.113.7:'],
+    ['::ffff:203.0.113.7:123456', 64, '::ffff:203.0.113.7:123456'],
+    ['::ffff:203.0.113.7:80:80', 64, '::ffff:203.0.113.7:80:80'],
+    ['::ffff:203.0.113:40001', 64, '::ffff:203.0.113:40001'],
+    ['1.2.3.4:80:90', 64, '1.2.3.4:80:90']
+  ]
+  for (const [ip, bits, expected] of cases) t.equal(clientAddress(ip, bits), expected, `${ip} /${bits}`)
+})
+
+t.test('clientAddress: a NAT64 address (64:ff9b::/96) is the IPv4 address it embeds', async (t) => {
+  const cases: Array<[string, number, string]> = [
+    ['64:ff9b::203.0.113.7', 64, '203.0.113.7'],
+    ['64:ff9b::cb00:7107', 64, '203.0.113.7'],
+    ['64:FF9B::CB00:7107', 64, '203.0.113.7'],
+    ['64:ff9b:0:0:0:0:cb00:7108', 128, '203.0.113.8'],
+    ['64:ff9b::192.0.2.33', 128, '192.0.2.33'],
+    ['[64:ff9b::cb00:7107]:443', 64, '203.0.113.7'],
+    ['64:ff9b::', 64, '0.0.0.0'],
+    // Outside the well-known /96: an IPv6 address like any other.
+    ['64:ff9b:1::cb00:7107', 128, '64:ff9b:1:0:0:0:cb00:7107'],
+    ['64:ff9b::1:cb00:7107', 128, '64:ff9b:0:0:0:1:cb00:7107'],
+    ['64:ff9a::cb00:7107', 64, '64:ff9a:0:0::/64']
+  ]
+  for (const [ip, bits, expected] of cases) t.equal(clientAddress(ip, bits), expected, `${ip} /${bits}`)
+  t.not(clientAddress('64:ff9b::cb00:7107', 64), clientAddress('64:ff9b::cb00:7108', 64), 'two NAT64 clients, two buckets (not one /64)')
 })
 
 t.test('identities are bounded and sanitised', async (t) => {
@@ -73,6 +113,12 @@ t.test('plainAddress: an address as BlockList checks it, or undefined', async (t
     ['[2001:db8::1]:443', { address: '2001:db8::1', family: 'ipv6' }],
     ['fe80::1%eth0', { address: 'fe80::1', family: 'ipv6' }],
     ['::ffff:10.0.0.1', { address: '::ffff:10.0.0.1', family: 'ipv6' }],
+    ['::ffff:10.0.0.1:40001', { address: '::ffff:10.0.0.1', family: 'ipv6' }],
+    ['64:ff9b::203.0.113.7', { address: '64:ff9b::203.0.113.7', family: 'ipv6', ipv4: '203.0.113.7' }],
+    ['64:ff9b::cb00:7107', { address: '64:ff9b::cb00:7107', family: 'ipv6', ipv4: '203.0.113.7' }],
+    ['64:ff9b::203.0.113.7:40001', { address: '64:ff9b::203.0.113.7', family: 'ipv6', ipv4: '203.0.113.7' }],
+    ['64:ff9b:1::cb00:7107', { address: '64:ff9b:1::cb00:7107', family: 'ipv6' }],
+    ['2001:db8::1:40001', undefined],
     ['not-an-ip', undefined],
     ['', undefined],
     [undefined, undefined]

@@ -194,3 +194,23 @@ t.test('headers: false sends no rate-limit headers, but a refusal keeps Retry-Af
   t.equal(refused.headers['ratelimit'], undefined)
   await app.close()
 })
+
+t.test('exact waits: per(2, 3 s) says 2 seconds where 2 is exact, in Retry-After, the message, t= and x-ratelimit-reset', async (t) => {
+  const twoPerThree = { capacity: 2, refillPerSecond: 2 / 3 }
+  t.equal(stateMember(namedPolicy('app', twoPerThree), 2 / 3), '"app";r=0;t=2', '2/3 held: full in 2 s, not 3')
+  for (const headers of ['draft', 'legacy'] as const) {
+    const { app, clock } = await buildApp({ app: { tiers: { default: twoPerThree } }, headers })
+    app.get('/', { config: { rateLimit: { cost: 2 } } }, async () => 'ok')
+    t.equal((await app.inject('/')).statusCode, 200)
+    clock.set(1000)
+    const refused = await app.inject('/')
+    t.equal(refused.statusCode, 429, `${headers}: 2/3 of a token after 1 s`)
+    t.equal(refused.headers['retry-after'], '2', `${headers}: (2 − 2/3) / (2/3) s is 2 s, not 3`)
+    t.equal(refused.json().message, 'Rate limit exceeded, retry in 2 seconds')
+    if (headers === 'draft') t.equal(refused.headers['ratelimit'], '"app";r=0;t=2')
+    else t.equal(refused.headers['x-ratelimit-reset'], '2')
+    clock.set(3000)
+    t.equal((await app.inject('/')).statusCode, 200, `${headers}: full again at 3 s, when Retry-After said`)
+    await app.close()
+  }
+})

@@ -26,7 +26,7 @@
  * can also leave more tokens than a kept state counts; the cache then refuses
  * at most until that state's bucket refills to the cost or its key expires.
  */
-import { consume, consumeOne, tokensAt } from '../../engine/bucket.js'
+import { consume, consumeOne, enough, tokensAt } from '../../engine/bucket.js'
 import type { BucketDecision, BucketPolicy, BucketState } from '../../types/engine.js'
 import type { BucketRequest } from '../../types/store.js'
 import { parseNumber } from './reply.js'
@@ -102,7 +102,7 @@ export class DenyCache {
         this.entries.delete(bucket.key)
         return undefined
       }
-      if (!short) short = tokensAt(entry.early, bucket.policy, nowMs) < bucket.cost
+      if (!short) short = !enough(tokensAt(entry.early, bucket.policy, nowMs), bucket.cost)
       late.push(entry.late)
     }
     if (!short) return undefined

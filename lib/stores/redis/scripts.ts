@@ -1,7 +1,7 @@
 /**
  * The Redis store's Lua scripts (scripts/*.lua, shipped next to this file), read
  * once when this module loads, and their registration on a client. The shared
- * helpers (scripts/helpers.lua: the clock, `fmt`, `levelAt`, `retryWait`,
+ * helpers (scripts/helpers.lua: the clock, `fmt`, `levelAt`, `enough`, `retryWait`,
  * `readState`, `writeState`) are written once and prepended to every script that
  * uses them; the heartbeat uses none.
  */

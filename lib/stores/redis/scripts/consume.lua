@@ -1,6 +1,6 @@
 -- The Redis store's consume script: the engine's rules (bucket.ts) over many
 -- decisions in one call, atomically. The same arithmetic, in the same order, as
--- `tokensAt`, `retryWait` and `consume`; the conformance cases and a differential
+-- `tokensAt`, `enough`, `retryWait` and `consume`; the conformance cases and a differential
 -- test run both. Loaded after helpers.lua (scripts.ts).
 --
 -- KEYS: every bucket key of every decision, in order. On a Cluster, KEYS holds
@@ -60,7 +60,7 @@ for _ = 1, decisions do
     end
     local available = levelAt(stored, capacity, rate, now)
     tokens[i], policies[i], costs[i] = available, p, cost
-    if not (available >= cost) then
+    if not enough(available, cost) then
       allowed = false
       local wait = retryWait(stored, available, capacity, rate, cost)
       if wait > retry then retry = wait end

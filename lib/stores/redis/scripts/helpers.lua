@@ -28,17 +28,33 @@ local function levelAt (stored, capacity, rate, t)
   if level < capacity then return level end
   return capacity
 end
--- retryWait: the ms until a bucket (stored, holding available at now) holds wanted,
--- nudged later past rounding until it does.
+-- enough: whether a bucket holding available holds enough for needed: at least
+-- needed less a rounding tolerance of 1e-12 x max(1, needed), at most 0.1 token.
+local function enough (available, needed)
+  local scale = 1
+  if needed > 1 then scale = needed end
+  local slack = 1e-12 * scale
+  if not (slack < 0.1) then slack = 0.1 end
+  return available >= needed - slack
+end
+-- toNs: ms rounded to whole nanoseconds.
+local function toNs (ms) return math.floor(ms * 1e6 + 0.5) / 1e6 end
+-- retryWait (msUntil and retryWait): the ms until a bucket (stored, holding available
+-- at now) holds enough for wanted; in whole nanoseconds when it holds enough then,
+-- else nudged later past rounding until it does.
 local function retryWait (stored, available, capacity, rate, wanted)
-  if available >= wanted then return 0 end
-  if wanted > capacity or rate == 0 then return math.huge end
+  if enough(available, wanted) then return 0 end
+  if rate == 0 or not enough(capacity, wanted) then return math.huge end
   local wait = (wanted - available) * 1000 / rate
+  local snapped = toNs(wait)
+  if enough(available + snapped * (rate / 1000), wanted) then wait = snapped end
   if stored and stored[2] > now then wait = wait + (stored[2] - now) end
+  snapped = toNs(wait)
+  if enough(levelAt(stored, capacity, rate, now + snapped), wanted) then return snapped end
   local step = 2 ^ -52 * math.abs(now + wait)
   if step == 0 then step = 2 ^ -1074 end
   local n = 0
-  while n < 64 and levelAt(stored, capacity, rate, now + wait) < wanted do
+  while n < 64 and not enough(levelAt(stored, capacity, rate, now + wait), wanted) do
     wait = wait + step
     step = step * 2
     n = n + 1
