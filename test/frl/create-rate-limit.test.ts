@@ -1,15 +1,17 @@
 /**
  * FRL's test/create-rate-limit.test.js: `fastify.createRateLimit()`, a check by
- * hand. Here (MIGRATING.md, "fastify.createRateLimit()"): `fastify.tollgate.consume(key,
- * policy)` resolves to a decision and never throws for a refusal; `peek` reads
- * without taking (FRL's `{ increment: false }`). FRL's fields map as: `!isExceeded`
- * → `allowed`, `remaining` → `buckets[0].tokens`, `max` → `buckets[0].capacity`,
- * `ttl` → `retryAfterMs` (until this request would pass, not a window's end). The
- * key is the caller's; `isAllowed` and `isBanned` are the caller's too.
+ * hand. Here (MIGRATING.md, "fastify.createRateLimit()"): a limiter's
+ * `check(request)` counts the request as the limiter's hook would and resolves
+ * to a decision, never throwing for a refusal. FRL's fields map as: `isAllowed`
+ * → `allowListed`, `!isExceeded` → `allowed`, `remaining` → `buckets[0].tokens`,
+ * `max` → `buckets[0].capacity`, `key` → `buckets[0].key` (the store key),
+ * `ttl` → `retryAfterMs` (until this request would pass, not a window's end),
+ * `isBanned` → `penalty.state`. FRL's `{ increment: false }` reads a bucket
+ * without taking: `fastify.tollgate.peek(key, policy)`, on a key of the caller's.
  */
 import t from 'tap'
 import Fastify from 'fastify'
-import tollgate, { type LimitDecision, type Store } from '../../lib/index.js'
+import tollgate, { type LimitDecision, type LimiterDecision, type Store } from '../../lib/index.js'
 import { frlApp, mapStore } from './frl.js'
 
 const TWO_A_SECOND = { capacity: 2, refillPerSecond: 2 }
@@ -20,62 +22,68 @@ function view (decision: LimitDecision): { allowed: boolean, key: string | undef
   return { allowed: decision.allowed, key: bucket?.key, capacity: bucket?.capacity, tokens: Math.round((bucket?.tokens ?? NaN) * 1e6) / 1e6, retryAfterMs: Math.round(decision.retryAfterMs) }
 }
 
+/** FRL's result, read from a limiter's decision: `view`, with `allowListed` and the penalty's state (FRL's `isBanned`). */
+function checked (decision: LimiterDecision) {
+  return { ...view(decision), allowListed: decision.allowListed, penalty: decision.penalty?.state ?? null }
+}
+
 t.test('FRL: With global rate limit options', async (t) => {
-  // Differs: the plugin needs a layer (`edge: { global: false }`); the policy is passed to
-  // each call, the key built by the caller (FRL: the plugin's options and keyGenerator).
+  // Differs: FRL's `createRateLimit()` takes the plugin's options; here a limiter has a
+  // policy of its own (the plugin needs a layer: `edge: { global: false }`), keyed by the
+  // client address as the edge keys it. `ttl` is `retryAfterMs`: 500 ms until one token,
+  // where FRL's window says 1000.
   const { app, clock } = await frlApp({ edge: { global: false } })
   t.teardown(() => app.close())
-  app.get('/', async (request) => view(await app.tollgate.consume(`check:${request.ip}`, TWO_A_SECOND)))
-  const key = '{manual:check:127.0.0.1}:manual'
+  const limit = app.tollgate.limiter({ name: 'check', ...TWO_A_SECOND })
+  app.get('/', async (request) => checked(await limit.check(request)))
+  const key = '{ip:127.0.0.1}:limiter:check'
   const first = await app.inject('/')
   t.equal(first.statusCode, 200)
-  t.strictSame(first.json(), { allowed: true, key, capacity: 2, tokens: 1, retryAfterMs: 0 })
-  t.strictSame((await app.inject('/')).json(), { allowed: true, key, capacity: 2, tokens: 0, retryAfterMs: 0 })
+  t.strictSame(first.json(), { allowed: true, key, capacity: 2, tokens: 1, retryAfterMs: 0, allowListed: false, penalty: null })
+  t.strictSame((await app.inject('/')).json(), { allowed: true, key, capacity: 2, tokens: 0, retryAfterMs: 0, allowListed: false, penalty: null })
   const exceeded = await app.inject('/')
-  t.equal(exceeded.statusCode, 200, 'a refusal is a decision, not an error')
-  t.strictSame(exceeded.json(), { allowed: false, key, capacity: 2, tokens: 0, retryAfterMs: 500 }, 'FRL: ttl 1000, the window; here 500 ms until one token')
+  t.equal(exceeded.statusCode, 200, 'check() resolves, never throws, for a refusal')
+  t.strictSame(exceeded.json(), { allowed: false, key, capacity: 2, tokens: 0, retryAfterMs: 500, allowListed: false, penalty: null })
+  t.equal(exceeded.headers['x-ratelimit-limit'], undefined, 'check() sets no header')
   clock.advance(1100)
-  t.strictSame((await app.inject('/')).json(), { allowed: true, key, capacity: 2, tokens: 1, retryAfterMs: 0 })
+  t.strictSame((await app.inject('/')).json(), { allowed: true, key, capacity: 2, tokens: 1, retryAfterMs: 0, allowListed: false, penalty: null })
 })
 
 t.test('FRL: With custom rate limit options', async (t) => {
-  // Differs: a policy of the call's own (FRL: `{ max: 2, timeWindow: 1000 }`); `ban` has no
-  // counterpart in `consume`, so FRL's `isBanned` is a second bucket of strikes taken on each
-  // refusal (as examples/frl-ban.ts does): `ban: 1` is one strike, back within the window.
+  // Differs: FRL's `ban: 1` is the limiter's `penalty` after 2 refusals (FRL's `isBanned`
+  // is `penalty.state`), for a fixed time: FRL's window, 1 s.
   const { app, clock } = await frlApp({ edge: { global: false } })
   t.teardown(() => app.close())
-  app.get('/', async (request) => {
-    const decision = await app.tollgate.consume(`custom:${request.ip}`, TWO_A_SECOND)
-    const banned = !decision.allowed && !(await app.tollgate.consume(`strikes:${request.ip}`, { capacity: 1, refillPerSecond: 1 })).allowed
-    return { ...view(decision), banned }
-  })
+  const limit = app.tollgate.limiter({ name: 'custom', ...TWO_A_SECOND, penalty: { after: 2, withinSeconds: 1, seconds: 1 } })
+  app.get('/', async (request) => checked(await limit.check(request)))
   const results = []
-  for (let i = 0; i < 4; i++) results.push((await app.inject('/')).json())
+  for (let i = 0; i < 5; i++) results.push((await app.inject('/')).json())
   t.match(results, [
-    { allowed: true, tokens: 1, banned: false },
-    { allowed: true, tokens: 0, banned: false },
-    { allowed: false, tokens: 0, banned: false },
-    { allowed: false, tokens: 0, banned: true }
+    { allowed: true, tokens: 1, penalty: null },
+    { allowed: true, tokens: 0, penalty: null },
+    { allowed: false, tokens: 0, retryAfterMs: 500, penalty: null },
+    { allowed: false, retryAfterMs: 1000, penalty: 'started' },
+    { allowed: false, retryAfterMs: 1000, penalty: 'in force' }
   ])
   clock.advance(1100)
-  t.match((await app.inject('/')).json(), { allowed: true, tokens: 1, banned: false })
+  t.match((await app.inject('/')).json(), { allowed: true, tokens: 1, penalty: null })
 })
 
 t.test('FRL: With allow list', async (t) => {
-  // Differs: the allow-list applies to the layers, not to `consume` (FRL's `isAllowed`):
-  // a call takes from its bucket even for an allowed address; the caller checks the list.
-  const allowList = ['127.0.0.1']
-  const { app } = await frlApp({ edge: { global: false }, allowList })
+  // Differs: the allow-list is the plugin's, which exempts requests from a limiter as from
+  // the layers (a limiter can only opt out: `allowList: false`). An allowed request resolves
+  // `allowListed: true` and takes nothing (FRL: `{ isAllowed: true, key }`).
+  const { app } = await frlApp({ edge: { global: false }, allowList: ['127.0.0.1'] })
   t.teardown(() => app.close())
-  app.get('/', async (request) => {
-    if (allowList.includes(request.ip)) return { isAllowed: true, key: request.ip }
-    return view(await app.tollgate.consume(`check:${request.ip}`, TWO_A_SECOND))
-  })
-  app.get('/unchecked', async (request) => view(await app.tollgate.consume(`check:${request.ip}`, TWO_A_SECOND)))
-  const response = await app.inject('/')
-  t.equal(response.statusCode, 200)
-  t.strictSame(response.json(), { isAllowed: true, key: '127.0.0.1' })
-  t.match((await app.inject('/unchecked')).json(), { allowed: true, tokens: 1 }, "the plugin's allow-list does not exempt consume")
+  const limit = app.tollgate.limiter({ name: 'listed', capacity: 1, refillPerSecond: 1 })
+  const strict = app.tollgate.limiter({ name: 'strict', capacity: 1, refillPerSecond: 1, allowList: false })
+  app.get('/', async (request) => limit.check(request))
+  app.get('/strict', async (request) => (await strict.check(request)).allowed)
+  for (let i = 0; i < 3; i++) {
+    t.strictSame((await app.inject('/')).json(), { layer: 'limiter', allowed: true, allowListed: true, cost: 0, retryAfterMs: 0, buckets: [] }, 'allowed, nothing taken from a bucket of 1')
+  }
+  t.match([(await app.inject({ url: '/', remoteAddress: '1.1.1.1' })).json(), (await app.inject({ url: '/', remoteAddress: '1.1.1.1' })).json()], [{ allowed: true, allowListed: false }, { allowed: false }])
+  t.strictSame([(await app.inject('/strict')).json(), (await app.inject('/strict')).json()], [true, false], '`allowList: false` limits the listed address too')
 })
 
 t.test('FRL: With { increment: false } it reads the state without consuming it', async (t) => {

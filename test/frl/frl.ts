@@ -5,8 +5,8 @@
  * body, and a custom store on the exported engine. README.md in this folder maps
  * every FRL case to its test.
  */
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions, type LightMyRequestResponse } from 'fastify'
-import tollgate, { consume, memoryStore, RateLimitedError, type BucketPolicy, type BucketRequest, type BucketState, type MemoryStore, type Store, type StoreDecision, type TollgateOptions } from '../../lib/index.js'
+import Fastify, { type FastifyInstance, type FastifyServerOptions, type LightMyRequestResponse } from 'fastify'
+import tollgate, { consume, memoryStore, type BucketRequest, type BucketState, type MemoryStore, type Store, type StoreDecision, type TollgateOptions } from '../../lib/index.js'
 import { manualClock } from '../helpers.js'
 
 export type Clock = ReturnType<typeof manualClock>
@@ -73,28 +73,5 @@ export function mapStore (clock: () => number): Store & { calls: BucketRequest[]
       return decision
     },
     close () { buckets.clear() }
-  }
-}
-
-/** What a hook of `consumeHook` keys by (default: the client IP) and lets through untouched. */
-export interface HookOptions {
-  key?: (request: FastifyRequest) => string
-  allow?: (request: FastifyRequest) => boolean
-}
-
-/**
- * FRL's `fastify.rateLimit(options)` as MIGRATING.md writes it today: a hook that
- * takes from a bucket of its own with `fastify.tollgate.consume` and throws a
- * `RateLimitedError` from a refusal, with `Retry-After` (it writes no other header).
- */
-export function consumeHook (app: FastifyInstance, name: string, policy: BucketPolicy, options: HookOptions = {}) {
-  const keyOf = options.key ?? ((request: FastifyRequest) => request.ip)
-  return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
-    if (options.allow?.(request) === true) return
-    const decision = await app.tollgate.consume(`${name}:${keyOf(request)}`, policy)
-    if (decision.allowed) return
-    const refusal = new RateLimitedError(decision)
-    if (refusal.retryAfterSeconds !== undefined) reply.header('retry-after', refusal.retryAfterSeconds)
-    throw refusal
   }
 }

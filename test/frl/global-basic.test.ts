@@ -43,7 +43,7 @@ t.test('FRL: With text timeWindow', async (t) => {
 
 t.test('FRL: With function timeWindow', async (t) => {
   // Differs by design: a policy is not a function of the request. What varies per
-  // request is the tier, named by `app.identify` (synchronously), each tier a policy.
+  // request is the tier, named by `app.identify`, each tier a policy.
   const calls: FastifyRequest[] = []
   const tierOf = (request: FastifyRequest): string => { calls.push(request); return 'perSecond' }
   const { app, clock } = await frlApp({
@@ -86,8 +86,9 @@ t.test('FRL: When passing NaN to the timeWindow property then the timeWindow sho
 })
 
 t.test('FRL: With keyGenerator', async (t) => {
-  // Same: `keyGenerator` before authentication is `edge.key` (synchronous). Its values are
-  // stored and logged as digests. Key the edge only by values you can check (README, Threats).
+  // Same: `keyGenerator` before authentication is `edge.key` (an async one: global-async).
+  // Its values are stored and logged as digests. Key the edge only by values you can check
+  // (README, Threats).
   const seen: unknown[] = []
   const keys: string[] = []
   const { app, clock } = await frlApp({

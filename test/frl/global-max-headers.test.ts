@@ -12,7 +12,7 @@ import { frlApp, JSON_TYPE, trio } from './frl.js'
 
 t.test('FRL: variable max', async (t) => {
   // Differs: `max: (req) => …` becomes a quota carried by the identity (`Identity.quota`,
-  // within `app.maxQuota`), named by `app.identify`, synchronously, in the app layer.
+  // within `app.maxQuota`), named by `app.identify`, in the app layer.
   // (A quota read from a request header, as FRL's test does, is the client's choice:
   // in practice it comes from a verified token, `app.quotaClaim`.)
   const calls: FastifyRequest[] = []

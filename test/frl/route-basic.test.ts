@@ -118,18 +118,23 @@ t.test('FRL: no rate limit with bad rate-limit parameters', async (t) => {
 })
 
 t.test('FRL: works with existing route config', async (t) => {
-  // Differs: FRL's route limit replaces the global one; here the route's own bucket is
-  // taken together with the client's edge bucket (the stricter binds, and the route's
-  // requests count toward the edge too). Another plugin's config is left alone.
+  // Same: with `replace: true` the route's limit replaces the global one (README, "Route
+  // options"), next to another plugin's config; the client's edge bucket is left for the
+  // other routes, and a route looser than the global limit works.
   const { app } = await frlApp({ edge: TWO_A_SECOND })
   t.teardown(() => app.close())
-  app.get('/', { config: routeConfig }, async (request) => request.routeOptions.config)
+  const config = { rateLimit: { edge: TWO_A_SECOND, replace: true }, someOtherPlugin: { someValue: 1 } }
+  app.get('/', { config }, async (request) => request.routeOptions.config)
+  app.get('/loose', { config: { rateLimit: { edge: { capacity: 5, refillPerSecond: 5 }, replace: true } } }, async () => 'hello!')
   app.get('/other', async () => 'hello!')
   await app.ready()
   const response = await app.inject('/')
   t.strictSame(trio(response), { status: 200, limit: '2', remaining: '1', reset: '1' })
   t.strictSame(response.json().someOtherPlugin, { someValue: 1 })
-  t.strictSame(trio(await app.inject('/other')), { status: 200, limit: '2', remaining: '0', reset: '1' }, "the route's request spent the client's edge bucket too")
+  t.strictSame(trio(await app.inject('/other')), { status: 200, limit: '2', remaining: '1', reset: '1' }, "the route's request left the client's edge bucket alone")
+  const loose = []
+  for (let i = 0; i < 6; i++) loose.push((await app.inject('/loose')).statusCode)
+  t.strictSame(loose, [200, 200, 200, 200, 200, 429], 'a route looser than the global limit')
 })
 
 t.test('FRL: route can disable the global limit', async (t) => {

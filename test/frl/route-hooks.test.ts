@@ -8,7 +8,7 @@ import t from 'tap'
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify'
 import tollgate from '../../lib/index.js'
 import { failure, readyWith } from '../helpers.js'
-import { consumeHook, frlApp, JSON_TYPE, trio } from './frl.js'
+import { frlApp, JSON_TYPE, trio } from './frl.js'
 
 t.test('FRL: avoid double onRequest', async (t) => {
   // Same: registered in an encapsulated plugin, it limits that context's routes, keying
@@ -27,25 +27,24 @@ t.test('FRL: avoid double onRequest', async (t) => {
 })
 
 t.test('FRL: Allow custom timeWindow in preHandler', async (t) => {
-  // Differs: `fastify.rateLimit({ max, timeWindow, keyGenerator })` as a route's preHandler
-  // is a hook taking from a bucket of its own (`fastify.tollgate.consume`, MIGRATING.md);
-  // it writes Retry-After, not the X-RateLimit trio.
+  // Same: `fastify.rateLimit({ max, timeWindow, keyGenerator })` as a route's preHandler is
+  // a limiter with its own key (FRL's '2 minutes' and '3 minutes' as rates); every request
+  // of a limiter with a constant key shares one bucket.
   const { app } = await frlApp({ edge: { global: false } })
   t.teardown(() => app.close())
   app.register(async (scope) => {
     scope.get('/default', { config: { rateLimit: { edge: { capacity: 1, refillPerSecond: 1 / 10 } } } }, async () => 'limited at the edge')
-    scope.route({ method: 'GET', url: '/2', preHandler: [consumeHook(app, 'two', { capacity: 1, refillPerSecond: 1 / 120 }, { key: () => '245' })], handler: async () => ({ hello: 'world' }) })
-    scope.route({ method: 'GET', url: '/3', preHandler: [consumeHook(app, 'three', { capacity: 1, refillPerSecond: 1 / 180 }, { key: () => '345' })], handler: async () => ({ hello: 'world' }) })
+    scope.route({ method: 'GET', url: '/2', preHandler: [app.tollgate.limiter({ name: 'two', capacity: 1, refillPerSecond: 1 / 120, key: () => 245 })], handler: async () => ({ hello: 'world' }) })
+    scope.route({ method: 'GET', url: '/3', preHandler: [app.tollgate.limiter({ name: 'three', capacity: 1, refillPerSecond: 1 / 180, key: () => 345 })], handler: async () => ({ hello: 'world' }) })
   })
-  t.equal((await app.inject('/2')).statusCode, 200)
-  const two = await app.inject('/2')
-  t.equal(two.statusCode, 429)
+  t.strictSame(trio(await app.inject('/2')), { status: 200, limit: '1', remaining: '0', reset: '120' })
+  const two = await app.inject({ url: '/2', remoteAddress: '198.51.100.7' })
+  t.strictSame(trio(two), { status: 429, limit: '1', remaining: '0', reset: '120', retryAfter: '120' }, 'keyed by 245, not the address')
   t.equal(two.headers['content-type'], JSON_TYPE)
-  t.equal(two.headers['retry-after'], '120')
-  t.equal((await app.inject('/3')).statusCode, 200)
+  t.strictSame(trio(await app.inject('/3')), { status: 200, limit: '1', remaining: '0', reset: '180' })
   const three = await app.inject('/3')
-  t.equal(three.statusCode, 429)
-  t.equal(three.headers['retry-after'], '180')
+  t.strictSame(trio(three), { status: 429, limit: '1', remaining: '0', reset: '180', retryAfter: '180' })
+  t.equal(three.headers['content-type'], JSON_TYPE)
   t.strictSame(trio(await app.inject('/default')), { status: 200, limit: '1', remaining: '0', reset: '10' })
   t.strictSame(trio(await app.inject('/default')), { status: 429, limit: '1', remaining: '0', reset: '10', retryAfter: '10' })
 })
