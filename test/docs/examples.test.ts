@@ -4,7 +4,8 @@
  */
 import t, { type Test } from 'tap'
 import { spawn } from 'node:child_process'
-import type { FastifyInstance, InjectOptions } from 'fastify'
+import Fastify, { type FastifyInstance, type InjectOptions } from 'fastify'
+import tollgate, { memoryStore, RateLimitedError } from 'fastify-tollgate'
 import { EXAMPLES, type Example } from '../../examples/example.js'
 import { example as server } from '../../examples/server.js'
 import { example as edgeOnly } from '../../examples/edge-only.js'
@@ -189,30 +190,95 @@ t.test('problem-json: refusals as RFC 9457 problem details, headers kept', async
   t.equal(missing.statusCode, 429, 'the edge covers unknown routes too')
 })
 
-t.test('login: only failed logins count, per account; success clears the account; an empty account gets 429 even with the right password', async (t) => {
+const HOME = '198.51.100.20'
+const loginAs = (account: string, password: string, remoteAddress = HOME): InjectOptions =>
+  ({ method: 'POST', url: '/login', payload: { account, password }, remoteAddress })
+const ALICE = 'correct horse battery staple'
+
+t.test('login: only failures count, per account and address; a success clears them; refused from that address even with the right password', async (t) => {
   const { app, clock } = await start(t, login)
-  const attempt = (account: string, password: string): InjectOptions => ({ method: 'POST', url: '/login', payload: { account, password } })
-  const wrong = attempt('alice', 'guess')
-  const right = attempt('alice', 'correct horse battery staple')
+  const wrong = loginAs('alice', 'guess')
+  const right = loginAs('alice', ALICE)
   t.same(await statuses(app, 3, wrong), [401, 401, 401])
   t.match((await app.inject(wrong)).json(), { attemptsLeft: 1 })
   t.same(await statuses(app, 1, right), [200], 'the right password, within the budget')
-  t.same(await statuses(app, 6, attempt('Alice ', 'guess')), [401, 401, 401, 401, 401, 429], 'a success cleared the 4 failures: 5 again (the account name is normalised)')
+  clock.advance(60_000) // the route's guard: 10 a minute per address
+  t.same(await statuses(app, 6, loginAs('Alice ', 'guess')), [401, 401, 401, 401, 401, 429], 'a success cleared the 4 failures: 5 again (the account name is normalised)')
   const refused = await app.inject(right)
-  t.equal(refused.statusCode, 429, 'refused even with the right password')
+  t.equal(refused.statusCode, 429, 'refused from this address even with the right password')
   t.equal(refused.headers['retry-after'], '60')
   t.equal(refused.headers['cache-control'], 'no-store')
   t.match(refused.json(), { code: 'TOLLGATE_RATE_LIMITED', message: 'Rate limit exceeded, retry in 60 seconds' })
-  t.same(await statuses(app, 1, attempt('bob', 'nope')), [401], "another account's failures are its own")
+  t.same(await statuses(app, 1, loginAs('alice', ALICE, '192.0.2.50')), [200], 'from another address, alice logs in')
+  t.same(await statuses(app, 1, loginAs('bob', 'nope')), [401], "another account's failures are its own")
   clock.advance(59_999)
   t.equal((await app.inject(right)).statusCode, 429, 'a millisecond early')
   clock.advance(1)
-  t.equal((await app.inject(right)).statusCode, 200, 'one token back a minute later: the right password passes, and clears the account')
+  t.equal((await app.inject(right)).statusCode, 200, 'one token back a minute later: the right password passes, and clears the address')
   t.same(await statuses(app, 6, wrong), [401, 401, 401, 401, 401, 429], 'five failures again')
   clock.advance(3_600_000)
-  const burst = await Promise.all(Array.from({ length: 12 }, async () => (await app.inject(attempt('bob', 'guess'))).statusCode))
+  const burst = await Promise.all(Array.from({ length: 12 }, async () => (await app.inject(loginAs('bob', 'guess', '192.0.2.60'))).statusCode))
   t.same([count(burst, 401), count(burst, 429)], [5, 7], 'twelve wrong guesses at once: five are checked, not twelve')
+  const sprayed = []
+  for (let i = 0; i < 12; i++) sprayed.push((await app.inject(loginAs(`user${i}`, 'guess', '192.0.2.70'))).statusCode)
+  t.same(sprayed, [...Array<number>(10).fill(401), 429, 429], 'one address, many accounts: the route guard, 10 a minute')
   t.equal((await app.inject({ method: 'POST', url: '/login', payload: { account: '' } })).statusCode, 400, 'the body is validated')
+})
+
+/**
+ * The recipe examples/login.ts replaced: failures counted per account alone, so
+ * that anyone could spend an account's budget and keep its owner out.
+ */
+async function accountOnlyLogin (clock: () => number): Promise<FastifyInstance> {
+  const app = Fastify()
+  await app.register(tollgate, { store: memoryStore({ clock }), edge: { capacity: 20, refillPerSecond: 1 } })
+  app.post<{ Body: { account: string, password: string } }>('/login', async (request, reply) => {
+    const key = `login:${request.body.account}`
+    const attempt = await app.tollgate.consume(key, { capacity: 5, refillPerSecond: 1 / 60 })
+    if (!attempt.allowed) throw new RateLimitedError(attempt)
+    if (request.body.password !== ALICE) return reply.code(401).send({})
+    await app.tollgate.reset(key)
+    return {}
+  })
+  return app
+}
+
+/**
+ * An attacker sends five wrong passwords for alice, then one a minute, each from
+ * another address, each just before the owner logs in from her own with the
+ * right password; resolves to the owner's statuses over an hour.
+ */
+async function ownerUnderAttack (app: FastifyInstance, advance: (ms: number) => void): Promise<number[]> {
+  for (let i = 0; i < 5; i++) await app.inject(loginAs('alice', 'guess', '203.0.113.1'))
+  const owner = []
+  for (let minute = 0; minute < 60; minute++) {
+    advance(60_000)
+    await app.inject(loginAs('alice', 'guess', `203.0.113.${minute + 2}`))
+    owner.push((await app.inject(loginAs('alice', ALICE))).statusCode)
+  }
+  return owner
+}
+
+t.test('login: others cannot lock the owner out, as they could when failures counted per account alone', async (t) => {
+  const old = manualClock()
+  const accountOnly = await accountOnlyLogin(old.now)
+  t.teardown(() => accountOnly.close())
+  t.same(await ownerUnderAttack(accountOnly, old.advance), Array<number>(60).fill(429), 'per account alone: the owner refused in 60 of 60 minutes')
+
+  const { app, clock } = await start(t, login)
+  t.same(await ownerUnderAttack(app, clock.advance), Array<number>(60).fill(200), 'per account and address: the owner in, 60 of 60 minutes')
+
+  clock.advance(60_000) // the ceiling full again
+  // 30 addresses, 5 wrong guesses each, at once: the ceiling lets 100 be checked.
+  const guesses = await Promise.all(Array.from({ length: 150 }, async (_, i) => (await app.inject(loginAs('alice', 'guess', `203.0.114.${Math.floor(i / 5) + 1}`))).statusCode))
+  t.same([count(guesses, 401), count(guesses, 429)], [100, 50], 'many addresses: 100 failures an hour per account')
+  t.equal((await app.inject(loginAs('alice', ALICE))).statusCode, 200, 'the owner, from an address she logged in from: in')
+  const newAddress = await app.inject(loginAs('alice', ALICE, '192.0.2.80'))
+  t.equal(newAddress.statusCode, 429, 'the price: from a new address, refused while the ceiling is spent')
+  // 36 s for one token at 100 an hour; 100 / 3600 as a float makes it 36.000000000000004 s, rounded up.
+  t.match(newAddress.headers['retry-after'], /^3[67]$/, 'one failure back every 36 s')
+  clock.advance(Number(newAddress.headers['retry-after']) * 1000)
+  t.equal((await app.inject(loginAs('alice', ALICE, '192.0.2.80'))).statusCode, 200, 'and in after Retry-After')
 })
 
 t.test('frl-global: 100 a minute as a bucket: 100 at once, then one every 0.6 s, with FRL\'s headers', async (t) => {
@@ -324,16 +390,19 @@ t.test('frl-callbacks: a hook after the edge sees admitted requests, onLimit the
   t.same((await app.inject('/stats')).json(), { admitted: 3, refused: 2, lastRefused: '127.0.0.1: edge, retry in 1000 ms' }, '/stats itself is left out')
 })
 
-t.test('frl-ban: after two 429s, 403 and onBanReach; strikes come back', async (t) => {
+t.test('frl-ban: the penalty: after two 429s, 403 for a minute, and onBanReach once', async (t) => {
   const { app, clock } = await start(t, frlBan)
-  t.same(await statuses(app, 6), [200, 200, 200, 429, 429, 403])
+  t.same(await statuses(app, 6), [200, 200, 200, 429, 429, 403], 'FRL ban: 2 is after: 3')
   const banned = await app.inject('/')
   t.equal(banned.statusCode, 403)
-  t.equal(banned.json().message, 'Too many refused requests')
-  t.same((await app.inject('/banned')).json(), { banned: ['127.0.0.1 ({ip:127.0.0.1}:edge)', '127.0.0.1 ({ip:127.0.0.1}:edge)'] })
+  t.equal(banned.headers['retry-after'], '60', 'until the penalty ends')
+  t.match(banned.json(), { code: 'TOLLGATE_PENALIZED', message: 'Refused for 60 seconds: too many requests after being limited' })
+  t.same((await app.inject('/banned')).json(), { banned: ['127.0.0.1 ({ip:127.0.0.1}:edge)'] }, 'called when the penalty starts')
   t.equal((await app.inject({ url: '/', remoteAddress: '203.0.113.9' })).statusCode, 200, 'other clients are not concerned')
-  clock.advance(60_000)
-  t.same(await statuses(app, 3), [200, 429, 403], 'a minute later: a token and a strike back')
+  clock.advance(59_000)
+  t.equal((await app.inject('/')).statusCode, 403, 'still banned a second before the end')
+  clock.advance(1000)
+  t.same(await statuses(app, 4), [200, 429, 429, 403], 'a minute later: a token back, and two more 429s before the next ban')
 })
 
 t.test('frl-route-config: only the routes that ask are limited, each with its own bucket', async (t) => {
