@@ -53,7 +53,7 @@ export class ReplicaProcess {
   }
 
   get running (): boolean {
-    return this.child.exitCode === null && this.child.signalCode === null
+    return isRunning(this.child)
   }
 
   pause (): void { this.child.kill('SIGSTOP') }
@@ -68,19 +68,32 @@ export class ReplicaProcess {
   /** SIGTERM (the app closes), SIGKILL after `graceMs`. */
   async stop (graceMs = 3000): Promise<void> {
     this.resume()
-    await this.signal('SIGTERM', graceMs)
-    if (this.running) await this.signal('SIGKILL', 5000)
+    await stopChild(this.child, graceMs)
   }
 
   private async signal (signal: NodeJS.Signals, waitMs: number): Promise<void> {
-    if (!this.running) return
-    const exited = new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, waitMs)
-      this.child.once('exit', () => { clearTimeout(timer); resolve() })
-    })
-    this.child.kill(signal)
-    await exited
+    await signalChild(this.child, signal, waitMs)
   }
+}
+
+/** Whether `child` has not exited yet. */
+export const isRunning = (child: ChildProcess): boolean => child.exitCode === null && child.signalCode === null
+
+/** Sends `signal` to `child` (if it still runs) and waits for it to exit, at most `waitMs`. */
+export async function signalChild (child: ChildProcess, signal: NodeJS.Signals, waitMs: number): Promise<void> {
+  if (!isRunning(child)) return
+  const exited = new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, waitMs)
+    child.once('exit', () => { clearTimeout(timer); resolve() })
+  })
+  child.kill(signal)
+  await exited
+}
+
+/** SIGTERM (a server closes), then SIGKILL if it still runs after `graceMs`. */
+export async function stopChild (child: ChildProcess, graceMs = 3000): Promise<void> {
+  await signalChild(child, 'SIGTERM', graceMs)
+  if (isRunning(child)) await signalChild(child, 'SIGKILL', 5000)
 }
 
 function parseLine (text: string): ReplicaLine | undefined {

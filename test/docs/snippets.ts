@@ -1,0 +1,162 @@
+/**
+ * The ```ts blocks of a user document (README.md, MIGRATING.md), tried as a user
+ * pastes them:
+ *
+ * - every block type-checks as pasted, with the repository's TypeScript and
+ *   compiler options (`strict` and more, as `tsc --init` sets them; unused names
+ *   allowed), 'fastify-tollgate' being this package as built in dist/;
+ * - each one then runs as pasted in its own process (with JWT_SECRET, PORT=0 and a
+ *   REDIS_URL in the environment: a port nothing listens on, then a live
+ *   redis-server, for a block that uses ioredis), its `app` is closed, and the
+ *   process exits by itself with nothing on stderr.
+ *
+ * A block that is deliberately partial is marked on the line before its fence with
+ * `<!-- readme-test: skip -->` (not checked) or `<!-- readme-test: compile-only -->`
+ * (type-checked, not run).
+ */
+import type { Test } from 'tap'
+import ts from 'typescript'
+import { spawn } from 'node:child_process'
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import { freePort, requireRedis, startRedis } from '../redis-server.js'
+
+export const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
+export const SECRET = 'readme-test-secret-0123456789'
+
+export interface Snippet {
+  /** The document's line of the opening fence (1-based). */
+  line: number
+  /** The heading the block is under. */
+  section: string
+  code: string
+  mode: 'run' | 'compile-only' | 'skip'
+  /** The file the block is written to, under the document's folder in build/. */
+  file: string
+}
+
+/** A document's blocks, and where they are written: inside the package, so that 'fastify-tollgate' resolves to the package itself (dist/) as it does for a user. */
+export interface DocumentBlocks {
+  /** `README.md`, `MIGRATING.md`: at the repository's root. */
+  document: string
+  /** Every ts block, skipped ones included. */
+  blocks: Snippet[]
+  /** The blocks not marked skip. */
+  checked: Snippet[]
+  /** Per checked block, its compile errors. */
+  errors: Map<Snippet, string[]>
+}
+
+/** Every ```ts block of a markdown text, with the mode its marker (if any) gives it; written as `<out>/<prefix>-line-<n>.ts`. */
+export function snippets (markdown: string, out: string, prefix: string): Snippet[] {
+  const lines = markdown.split('\n')
+  const found: Snippet[] = []
+  let section = ''
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i] as string
+    const heading = /^#{1,6} (.*)/.exec(line)
+    if (heading !== null) section = heading[1] as string
+    const fence = /^```(\S*)\s*$/.exec(line)
+    if (fence === null) continue
+    let end = i + 1
+    while (end < lines.length && !/^```\s*$/.test(lines[end] as string)) end++
+    if (fence[1] === 'ts' || fence[1] === 'typescript') {
+      const before = lines.slice(0, i).findLast((l) => l.trim() !== '') ?? ''
+      const marker = /^<!--\s*readme-test:\s*(skip|compile-only)\b.*-->\s*$/.exec(before)
+      found.push({
+        line: i + 1,
+        section,
+        code: lines.slice(i + 1, end).join('\n'),
+        mode: (marker?.[1] as Snippet['mode'] | undefined) ?? 'run',
+        file: join(out, `${prefix}-line-${i + 1}.ts`)
+      })
+    }
+    i = end
+  }
+  return found
+}
+
+/** A block that declares a top-level `app` also exports it, so that it can be closed (and driven) once it has run. */
+const declaresApp = (code: string): boolean => /^(?:const|let|var) app\b/m.test(code)
+
+/** Writes the blocks under `out`, type-checks them as one program and emits their JavaScript; returns the errors of each, as `<document>:<line>: TS…`. */
+function compile (blocks: Snippet[], out: string, document: string): Map<Snippet, string[]> {
+  rmSync(out, { recursive: true, force: true })
+  mkdirSync(out, { recursive: true })
+  for (const block of blocks) writeFileSync(block.file, `${block.code}\n${declaresApp(block.code) ? 'export { app }' : 'export {}'}\n`)
+  const base = ts.readConfigFile(join(ROOT, 'tsconfig.base.json'), (file) => ts.sys.readFile(file))
+  const { options } = ts.parseJsonConfigFileContent(base.config, ts.sys, ROOT)
+  const program = ts.createProgram(blocks.map((block) => block.file), {
+    ...options, noUnusedLocals: false, noUnusedParameters: false, sourceMap: false, rootDir: out, outDir: out
+  })
+  // Not the package's code: kept out of the coverage figures (tap's coverage-exclude only knows the files present when it starts).
+  program.emit(undefined, (file, text) => { ts.sys.writeFile(file, `/* c8 ignore start */\n${text}`) })
+  const errors = new Map(blocks.map((block) => [block, [] as string[]]))
+  for (const diagnostic of ts.getPreEmitDiagnostics(program)) {
+    const block = blocks.find((b) => b.file === diagnostic.file?.fileName)
+    const at = diagnostic.file !== undefined && diagnostic.start !== undefined
+      ? diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start).line + 1
+      : 0
+    const message = `${document}:${block === undefined ? '?' : block.line + at}: TS${diagnostic.code}: ${ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n')}`
+    if (block !== undefined) errors.get(block)?.push(message)
+    else errors.forEach((list) => list.push(message))
+  }
+  return errors
+}
+
+/** Reads `document` (at the repository's root), writes its blocks under build/`folder`/ and compiles those not marked skip. */
+export function documentBlocks (document: string, folder: string): DocumentBlocks {
+  const out = join(ROOT, 'build', folder)
+  const blocks = snippets(readFileSync(join(ROOT, document), 'utf8'), out, folder)
+  const checked = blocks.filter((block) => block.mode !== 'skip')
+  return { document, blocks, checked, errors: compile(checked, out, document) }
+}
+
+/** The JavaScript emitted for a block. */
+export const emitted = (block: Snippet): string => block.file.replace(/\.ts$/, '.js')
+
+interface Ran { code: number | null, stderr: string, timedOut: boolean }
+
+/** Runs a block's JavaScript in its own process, then closes its `app`; waits for the process to exit by itself. */
+async function runAlone (block: Snippet, env: NodeJS.ProcessEnv, timeoutMs = 10_000): Promise<Ran> {
+  const script = `const m = await import(${JSON.stringify(pathToFileURL(emitted(block)).href)})
+if (m.app !== undefined) { await m.app.ready(); await m.app.close() }`
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] })
+  let stderr = ''
+  child.stderr.on('data', (chunk: Buffer) => { stderr += String(chunk) })
+  let timedOut = false
+  const timer = setTimeout(() => { timedOut = true; child.kill('SIGKILL') }, timeoutMs)
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve))
+  clearTimeout(timer)
+  return { code, stderr, timedOut }
+}
+
+/** The two tests every document gets: its blocks (at least `atLeast` checked ones: some were found) compile, and the complete ones run as pasted. */
+export function testBlocks (t: Test, { document, blocks, checked, errors }: DocumentBlocks, atLeast: number): void {
+  const name = document.replace(/\.md$/, '')
+  t.test(`${name}: every ts block compiles under strict as pasted`, async (t) => {
+    t.ok(checked.length >= atLeast, `${checked.length} blocks to check (${blocks.length - checked.length} marked skip)`)
+    for (const block of checked) t.same(errors.get(block), [], `${document}:${block.line} (${block.section}) compiles`)
+  })
+
+  t.test(`${name}: every complete ts block runs as pasted, closes, and the process exits with nothing on stderr`, async (t) => {
+    const runs = checked.filter((block) => block.mode === 'run')
+    const usesRedis = (block: Snippet): boolean => block.code.includes('ioredis')
+    const check = async (t: Test, block: Snippet, env: NodeJS.ProcessEnv, what: string): Promise<void> => {
+      const ran = await runAlone(block, { JWT_SECRET: SECRET, PORT: '0', ...env })
+      t.notOk(ran.timedOut, `${document}:${block.line} (${block.section}) ${what}: exits by itself once its app is closed (nothing left open)`)
+      t.equal(ran.code, 0, `${document}:${block.line} ${what}: exit code`)
+      t.equal(ran.stderr, '', `${document}:${block.line} ${what}: nothing on stderr`)
+    }
+    for (const block of runs) {
+      await t.test(`${document}:${block.line} (${block.section})`, async (t) => {
+        if (!usesRedis(block)) return check(t, block, {}, 'run')
+        // Redis away: a port nothing listens on. The store decides by failMode, and the client's errors are handled.
+        await check(t, block, { REDIS_URL: `redis://127.0.0.1:${await freePort()}` }, 'with Redis away')
+        if (!requireRedis(t)) return
+        await check(t, block, { REDIS_URL: `redis://127.0.0.1:${(await startRedis(t)).port}` }, 'on a live Redis')
+      })
+    }
+  })
+}
