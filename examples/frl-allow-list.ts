@@ -4,7 +4,7 @@
  * FRL compares its list with each request's key, and calls its function with
  * the request and the key. Here `allowList` takes IP addresses and CIDR ranges
  * (IPv4 and IPv6), matched against the client address, and a function of the
- * request (synchronous; one that throws does not allow), together as
+ * request (a promise is awaited; one that throws does not allow), together as
  * `{ addresses, match }`. An allowed request touches no bucket and gets no
  * rate-limit header, in both layers.
  *

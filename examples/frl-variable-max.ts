@@ -3,7 +3,7 @@
  * `service-key` header and computes `max` per key (3 a second for `pro`, else
  * 2). Here a limit that depends on who is asking is a tier: `app.identify`
  * names the caller and its tier, and `app.tiers` holds one policy per tier,
- * checked at startup (`identify` is synchronous; FRL's `max` may be async).
+ * checked at startup (`identify` may return a promise, as FRL's `max` may).
  *
  * The app layer trusts what `identify` returns, so it names only keys it knows:
  * an unknown key is anonymous, keyed by client IP, and inventing keys buys no

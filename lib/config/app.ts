@@ -16,6 +16,7 @@ export function checkApp (value: unknown, quotaShare: number): AppPlan | undefin
   const app = checkObject(fail, 'app', value)
   checkKnownKeys(fail, 'app', app, APP_KEYS)
   if (app.global !== undefined && typeof app.global !== 'boolean') expected(fail, 'app.global', 'a boolean', app.global)
+  if (app.digestIds !== undefined && typeof app.digestIds !== 'boolean') expected(fail, 'app.digestIds', 'a boolean', app.digestIds)
   const tiers = checkTierLimits(fail, 'app.tiers', app.tiers, 'app', quotaShare)
   const hook = app.hook ?? 'preHandler'
   if (!HOOKS.includes(hook as AppHookName)) expected(fail, 'app.hook', HOOKS.map((h) => `'${h}'`).join(', or '), hook)
@@ -36,6 +37,7 @@ export function checkApp (value: unknown, quotaShare: number): AppPlan | undefin
     quotaClaim: app.quotaClaim,
     penalty: app.penalty === undefined ? undefined : checkPenalty(fail, 'app.penalty', app.penalty),
     hook: hook as AppHookName,
-    global: app.global !== false
+    global: app.global !== false,
+    digestIds: app.digestIds === true
   }
 }

@@ -46,6 +46,8 @@ export interface AppPlan {
   hook: AppHookName
   /** Whether the app layer applies to routes whose config does not name it. */
   global: boolean
+  /** `app.digestIds`: user ids go into store keys as digests (as `edge.key` values do). */
+  digestIds: boolean
 }
 
 /** What the checks of a route config need to know of the plugin's. */

@@ -46,7 +46,8 @@ export const PLUGIN_OPTIONS: readonly OptionRow[] = [
   row('app.global', 'boolean', 'true', 'false: only routes whose config names the app layer'),
   row('app.maxQuota', '{ capacity, refillPerSecond }', 'none', 'the largest quota an identity may carry'),
   row('app.quotaClaim', 'string', 'none', 'the JWT claim a quota is read from'),
-  row('app.penalty', '{ after, withinSeconds, seconds, status? }', 'none', 'the penalty for the app layer')
+  row('app.penalty', '{ after, withinSeconds, seconds, status? }', 'none', 'the penalty for the app layer'),
+  row('app.digestIds', 'boolean', 'false', 'user ids in store keys as digests')
 ]
 
 /** A route's `config.rateLimit`. */

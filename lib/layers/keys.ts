@@ -55,14 +55,26 @@ export interface AppKeys {
   route: (who: { kind: 'user' | 'ip', id: string }, request: FastifyRequest, bucket: string) => string
 }
 
-/** `perConnection`: request.ip is the connection's address (trustProxy off), see `ofClientAddress`; `registration`: its `name`. */
-export function appKeys (ipv6Subnet: number, perConnection: boolean, registration: string | undefined): AppKeys {
+/**
+ * A user id as store keys hold it: as it is, or under `app.digestIds` its digest
+ * (HMAC-SHA256 with `keySecret`, else SHA-256), as `edge.key` values are kept.
+ */
+export function storedUserId (digestIds: boolean, keySecret: string | undefined): (id: string) => string {
+  return digestIds ? memoize(keyDigest(keySecret)) : (id) => id
+}
+
+/**
+ * `perConnection`: request.ip is the connection's address (trustProxy off), see
+ * `ofClientAddress`; `userId`: a user id as keys hold it (`storedUserId`);
+ * `registration`: the registration's `name`.
+ */
+export function appKeys (ipv6Subnet: number, perConnection: boolean, userId: (id: string) => string, registration: string | undefined): AppKeys {
   const app = inRegistration(registration, 'app')
   return {
-    user: memoize((id) => bucketKey('user', id, app)),
+    user: memoize((id) => bucketKey('user', userId(id), app)),
     address: ofClientAddress(memoize((ip) => bucketKey('ip', clientAddress(ip, ipv6Subnet), app)), perConnection),
     // request.ip is undefined once the socket is gone (then `unknown`, like the other keys).
-    route: (who, request, bucket) => bucketKey(who.kind, who.kind === 'ip' ? clientAddress(request.ip, ipv6Subnet) : who.id, inRegistration(registration, bucket))
+    route: (who, request, bucket) => bucketKey(who.kind, who.kind === 'ip' ? clientAddress(request.ip, ipv6Subnet) : userId(who.id), inRegistration(registration, bucket))
   }
 }
 

@@ -188,6 +188,13 @@ export interface AppOptions {
    * Needs `maxQuota`. Default: none.
    */
   quotaClaim?: string | undefined
+  /**
+   * `true`: user ids go into store keys (and so into `onLimit`'s bucket keys and
+   * the shadow report) as digests, HMAC-SHA256 with `edge.keySecret` when set, else
+   * SHA-256, as `edge.key` values do: for ids that are secrets (API keys) or
+   * personal data. Changing it gives every user a fresh bucket. Default `false`.
+   */
+  digestIds?: boolean | undefined
   /** Refuse a requester for a while after too many refusals by the app layer (see `PenaltyOptions`). Default: none. */
   penalty?: PenaltyOptions | undefined
   /**

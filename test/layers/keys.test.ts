@@ -125,3 +125,32 @@ t.test('plainAddress: an address as BlockList checks it, or undefined', async (t
   ]
   for (const [ip, expected] of cases) t.same(plainAddress(ip), expected, String(ip))
 })
+
+t.test('app.digestIds: user ids go into store keys as digests, in the layer and the manual API alike', async (t) => {
+  const { createHmac, createHash } = await import('node:crypto')
+  const { default: Fastify } = await import('fastify')
+  const { default: tollgate } = await import('../../lib/index.js')
+  const secret = 'digest-test-secret-0123456789'
+  for (const [edge, digest] of [
+    [undefined, createHash('sha256').update('alice@example.com').digest('base64url')],
+    [{ global: false as const, keySecret: secret }, createHmac('sha256', secret).update('alice@example.com').digest('base64url')]
+  ] as const) {
+    const keys: string[] = []
+    const app = Fastify()
+    await app.register(tollgate, {
+      ...(edge === undefined ? {} : { edge }),
+      app: { digestIds: true, tiers: { default: { capacity: 1, refillPerSecond: 0 } }, identify: () => ({ id: 'alice@example.com' }) },
+      onLimit: (_request, decision) => { keys.push(...decision.buckets.map((bucket) => bucket.key)) }
+    })
+    app.post('/export', { config: { rateLimit: { quota: { default: { capacity: 5, refillPerSecond: 0 } } } } }, async () => 'ok')
+    await app.inject({ method: 'POST', url: '/export' })
+    await app.inject({ method: 'POST', url: '/export' })
+    t.same(keys, [`{user:${digest}}:app`, `{user:${digest}}:route:POST /export`], 'never the id in clear')
+    t.equal((await app.tollgate.peek({ layer: 'app', user: 'alice@example.com' })).buckets[0]?.key, `{user:${digest}}:app`, 'the manual API names the same bucket')
+    await app.close()
+  }
+  const plain = Fastify()
+  await plain.register(tollgate, { app: { tiers: { default: { capacity: 1, refillPerSecond: 0 } } } })
+  t.equal((await plain.tollgate.peek({ layer: 'app', user: 'alice' })).buckets[0]?.key, '{user:alice}:app', 'off by default: ids as they are')
+  await plain.close()
+})
