@@ -1,7 +1,7 @@
 /**
  * FRL's test/global-rate-limit.test.js, part 2: the allow-list, the callbacks
  * (`onExceeding`, `onExceeded`, `onBanReach`) and `ban`. FRL's async allow-list
- * is in the pending translations (it needs an awaited allow-list).
+ * is in global-async.
  */
 import t from 'tap'
 import type { FastifyRequest } from 'fastify'

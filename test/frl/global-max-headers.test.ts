@@ -1,8 +1,7 @@
 /**
  * FRL's test/global-rate-limit.test.js, part 3: a `max` per request, FRL's
- * default `max`, and hiding headers. FRL's `enableDraftSpec` cases and its async
- * `max` are in the pending translations (they need the `'draft-03'` header names
- * and an awaited `app.identify`).
+ * default `max`, and hiding headers. FRL's `enableDraftSpec` cases are in
+ * global-draft-spec, its async `max` in global-async.
  */
 import t from 'tap'
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify'
