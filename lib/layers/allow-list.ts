@@ -5,7 +5,8 @@
  * predicate. Checked first, by each layer.
  */
 import type { BlockList } from 'node:net'
-import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
+import type { Done } from './outcome.js'
 import type { AllowListSettings } from '../config/allow-list.js'
 import { ThrottledLog } from '../output/throttled-log.js'
 import { memoize, ofClientAddress } from './key-cache.js'
@@ -59,5 +60,23 @@ export function allowTest (settings: AllowListSettings, context: AllowTestContex
       })
       return false
     }
+  }
+}
+
+/** A hook's signature, as the layers' run. */
+type LimitHook = (request: FastifyRequest, reply: FastifyReply, done: Done) => void
+
+/**
+ * `limit`, run unless the allow-list lets the request through (then `done()`); an
+ * answer that comes later (a predicate's promise) is awaited, one that comes at once
+ * is not. Without an allow-list, `limit` itself.
+ */
+export function unlessAllowed (allowed: ((request: FastifyRequest) => boolean | Promise<boolean>) | undefined, limit: LimitHook): LimitHook {
+  if (allowed === undefined) return limit
+  return (request, reply, done) => {
+    const allow = allowed(request)
+    if (allow === true) done()
+    else if (allow === false) limit(request, reply, done)
+    else void allow.then((yes) => { if (yes) done(); else limit(request, reply, done) })
   }
 }

@@ -25,6 +25,7 @@ import type { Done } from './outcome.js'
 import { runStep, type RequestStep } from './step.js'
 import { isThenable } from './promises.js'
 import { LOOKUP_FAILED } from './lookup.js'
+import { unlessAllowed } from './allow-list.js'
 
 export type Hook = (request: FastifyRequest, reply: FastifyReply, done: Done) => void
 
@@ -94,20 +95,10 @@ export function createAppHook (context: AppHookContext, route: RouteSettings): H
       decide(at, requester(request, identity, app, warnings), request, reply, done)
     }
   }
+  const guarded = unlessAllowed(allowed, identify)
   return function tollgateApp (request, reply, done) {
     if (checkForwarded) warnings.checkForwarded(request)
-    if (allowed !== undefined) {
-      const allow = allowed(request)
-      if (allow === true) {
-        done()
-        return
-      }
-      if (allow !== false) {
-        void allow.then((yes) => { if (yes) done(); else identify(request, reply, done) })
-        return
-      }
-    }
-    identify(request, reply, done)
+    guarded(request, reply, done)
   }
 }
 

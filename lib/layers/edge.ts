@@ -16,6 +16,7 @@ import { HeaderLayout, type NamedPolicy } from '../output/headers.js'
 import { edgeRouteKey } from '../output/key-format.js'
 import { ofClientAddress } from './key-cache.js'
 import { routeConfigReader } from './route-config.js'
+import { unlessAllowed } from './allow-list.js'
 import { keyOf, type KeySource } from './client-key.js'
 import { storeOf, type EdgeSettings, type HookContext, type Settings } from './context.js'
 import type { RouteSettings } from './routes.js'
@@ -61,20 +62,10 @@ export function createEdgeHook (context: HookContext, edge: EdgeSettings) {
     // Not false here: such a route has no layout.
     takeClient(at, route as RouteSettings | undefined, { layer: 'edge', buckets: [], layout, tier: undefined, request, reply, done })
   }
+  const guarded = unlessAllowed(allowed, limit)
   return function tollgateEdge (request: FastifyRequest, reply: FastifyReply, done: Done): void {
     warnings.checkForwarded(request)
-    if (allowed !== undefined) {
-      const allow = allowed(request)
-      if (allow === true) {
-        done()
-        return
-      }
-      if (allow !== false) {
-        void allow.then((yes) => { if (yes) done(); else limit(request, reply, done) })
-        return
-      }
-    }
-    limit(request, reply, done)
+    guarded(request, reply, done)
   }
 }
 

@@ -18,6 +18,7 @@ import { requestRoute } from '../output/route-names.js'
 import { storeOf, type HookContext } from './context.js'
 import { limiterKeys } from './keys.js'
 import { keyOf, type KeySource } from './client-key.js'
+import { unlessAllowed } from './allow-list.js'
 import { LOOKUP_FAILED, type Lookups } from './lookup.js'
 import type { Done } from './outcome.js'
 import { addPenaltyBuckets, stepPenalty } from './penalty.js'
@@ -44,7 +45,8 @@ export function createLimiter (context: HookContext, plan: LimiterPlan): Limiter
   const keys = limiterKeys(plan.name, settings, context.perConnection)
   const run: LimiterRun = {
     plan,
-    source: { fn: plan.key, name: 'limiter.key', keyOfValue: keys.value, addressKeyOf: keys.address, lookups: settings.lookups },
+    // Without a key of its own, the client as the edge knows it (`edge.key`, else its address).
+    source: { fn: plan.key ?? settings.edge?.key, name: 'limiter.key', keyOfValue: keys.value, addressKeyOf: keys.address, lookups: settings.lookups },
     layout: new HeaderLayout([plan.named]),
     shared: settings.quotaShare < 1,
     lookups: settings.lookups
@@ -57,16 +59,14 @@ export function createLimiter (context: HookContext, plan: LimiterPlan): Limiter
     if (isThenable(step)) void step.then((ready) => { runOrFail(context, ready, { request, reply, done }) })
     else runOrFail(context, step, { request, reply, done })
   }
+  const guarded = unlessAllowed(exempt, limit)
   const limiter = function tollgateLimiter (request: FastifyRequest, reply: FastifyReply, done: Done): void {
     if (counted.has(request)) {
       done()
       return
     }
     counted.add(request)
-    const allow = exempt?.(request) ?? false
-    if (allow === true) done()
-    else if (allow === false) limit(request, reply, done)
-    else void allow.then((yes) => { if (yes) done(); else limit(request, reply, done) })
+    guarded(request, reply, done)
   }
   const check = async (request: FastifyRequest): Promise<LimiterDecision> => {
     if (exempt !== undefined && await exempt(request)) return { layer: 'limiter', allowed: true, allowListed: true, cost: 0, retryAfterMs: 0, buckets: [] }

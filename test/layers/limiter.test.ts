@@ -381,3 +381,11 @@ t.test('options are checked when the limiter is made: coded errors, nothing made
   const other = await build(t, { edge: GENEROUS }, () => {})
   t.doesNotThrow(() => other.app.tollgate.limiter({ name: 'once', capacity: 1, refillPerSecond: 1 }), "another registration's names are its own")
 })
+
+t.test("without a key of its own, a limiter keeps the client as the edge knows it: edge.key's value, else the address", async (t) => {
+  const { app } = await build(t, { edge: { ...GENEROUS, key: (request) => request.headers['x-api-key'] } }, (app) => {
+    app.get('/', { onRequest: app.tollgate.limiter({ name: 'lim', capacity: 1, refillPerSecond: 0 }) }, ok)
+  })
+  const send = async (key?: string): Promise<number> => (await app.inject({ url: '/', headers: key === undefined ? {} : { 'x-api-key': key } })).statusCode
+  t.same([await send('a'), await send('a'), await send('b'), await send(), await send()], [200, 429, 200, 200, 429])
+})
