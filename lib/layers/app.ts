@@ -22,7 +22,7 @@ import { addPenaltyBuckets, stepPenalty } from './penalty.js'
 import { identityOf, requester, type Requester } from './requester.js'
 import type { RouteSettings } from './routes.js'
 import type { Done } from './outcome.js'
-import { runStep, type RequestStep } from './step.js'
+import { failStep, runStep, type RequestStep } from './step.js'
 import { isThenable } from './promises.js'
 import { LOOKUP_FAILED } from './lookup.js'
 import { unlessAllowed } from './allow-list.js'
@@ -128,9 +128,7 @@ function decide (at: AppRoute, requesterOf: Requester, request: FastifyRequest, 
 function charge (at: AppRoute, who: Requester, tier: TierStep, step: RequestStep, cost: number | Error): void {
   const { settings, keys, route } = at
   if (cost instanceof Error) {
-    // A cost lookup that failed is an outage of the user's lookup: a 503 (a pass in shadow mode).
-    if (cost instanceof LookupFailedError) settings.outcome.unavailable(step, cost, true)
-    else step.done(cost)
+    failStep(settings, step, cost)
     return
   }
   const { request } = step

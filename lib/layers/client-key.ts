@@ -32,14 +32,17 @@ export function keyOf (request: FastifyRequest, source: KeySource): string | Pro
   } catch (error) {
     request.log.error({ err: error }, `fastify-tollgate: ${source.name} threw; keyed by client IP`)
   }
-  if (isThenable(value)) return source.lookups.wait(source.name, value).then((settled) => keyOfValue(request, source, settled))
-  return keyOfValue(request, source, value)
+  if (isThenable(value)) {
+    // The address now: once the client has gone, request.ip is undefined (and would share one `unknown` bucket).
+    const address = source.addressKeyOf(request)
+    return source.lookups.wait(source.name, value).then((settled) => valueKey(source, settled) ?? address)
+  }
+  return valueKey(source, value) ?? source.addressKeyOf(request)
 }
 
-/** The bucket key of a key function's answer `value`: its digest's, or the address's. */
-function keyOfValue (request: FastifyRequest, source: KeySource, value: unknown): string {
+/** The bucket key of a key function's answer `value`; `undefined` for anything but a non-empty string or a finite number (LOOKUP_FAILED included). */
+function valueKey (source: KeySource, value: unknown): string | undefined {
   if (typeof value === 'number' && Number.isFinite(value)) return source.keyOfValue(String(value))
   if (typeof value === 'string' && value !== '') return source.keyOfValue(value)
-  // Anything else, LOOKUP_FAILED included.
-  return source.addressKeyOf(request)
+  return undefined
 }

@@ -23,7 +23,7 @@ import { LOOKUP_FAILED, type Lookups } from './lookup.js'
 import type { Done } from './outcome.js'
 import { addPenaltyBuckets, stepPenalty } from './penalty.js'
 import { isThenable } from './promises.js'
-import { penalize, report, runStep, type Step } from './step.js'
+import { failStep, penalize, report, runStep, type Step } from './step.js'
 
 /** A value, or a promise of it (a user function may answer either way). */
 type Maybe<T> = T | PromiseLike<T>
@@ -82,8 +82,7 @@ export function createLimiter (context: HookContext, plan: LimiterPlan): Limiter
 
 /** Runs `step` for the request of `end`, or ends it with the step's error (an invalid cost, a cost lookup that failed). */
 function runOrFail (context: HookContext, step: Step | Error, end: { request: FastifyRequest, reply: FastifyReply, done: Done }): void {
-  if (step instanceof LookupFailedError) context.settings.outcome.unavailable(end, step, true)
-  else if (step instanceof Error) end.done(step)
+  if (step instanceof Error) failStep(context.settings, end, step)
   else runStep(context.settings, { ...step, ...end })
 }
 

@@ -1,6 +1,15 @@
 /** Promises where the plugin meets code it does not own: a store's answer, a user function's. */
 
-/** Whether `value` is a promise (anything with a `then` method): a store that answers later. */
+/**
+ * Whether `value` is a promise (anything with a `then` method): a store or a user
+ * function that answers later. A `then` that cannot be read (a Proxy whose getter
+ * throws) is no promise: the value is then taken as it is.
+ */
 export function isThenable<T> (value: T | PromiseLike<T>): value is PromiseLike<T> {
-  return typeof (value as { then?: unknown } | null | undefined)?.then === 'function'
+  if (typeof value !== 'object' && typeof value !== 'function') return false
+  try {
+    return typeof (value as { then?: unknown } | null)?.then === 'function'
+  } catch {
+    return false
+  }
 }

@@ -43,7 +43,7 @@ export class RouteTable {
 
   /** In `onRoute`: checks the route's config (throws its coded error) and keeps the result in it. */
   add (routeOptions: RouteOptions): RouteSettings | false {
-    const entry = this.check(routeOptions, routeOptions.config?.rateLimit)
+    const entry = this.check(routeOptions, this.configOf(routeOptions.config))
     routeOptions.config = Object.assign({}, routeOptions.config, { [this.own]: entry })
     if (entry instanceof Error) throw entry
     return entry
@@ -68,10 +68,23 @@ export class RouteTable {
       const { method, url } = request.routeOptions
       const route = { method, url } as Pick<RouteOptions, 'method' | 'url'>
       this.warnings.warn('TOLLGATE_ROUTE_BEFORE_PLUGIN', { route: routeName(route) })
-      entry = this.check(route, config.rateLimit)
+      entry = this.check(route, this.configOf(config))
       this.unseen.set(config, entry)
     }
     return entry
+  }
+
+  /**
+   * This registration's part of a route's config: `config.rateLimit` for the one
+   * without a name, `config.rateLimits[name]` for a named one; `rateLimit: false`
+   * leaves the route out of every registration.
+   */
+  private configOf (config: Pick<RouteConfig, 'rateLimit'> | undefined): unknown {
+    const shared = config?.rateLimit
+    const { name } = this.settings
+    if (name === undefined || shared === false) return shared
+    const named = (config as { rateLimits?: unknown } | undefined)?.rateLimits
+    return typeof named === 'object' && named !== null && Object.hasOwn(named, name) ? (named as Record<string, unknown>)[name] : undefined
   }
 
   /** The route's settings, or the coded error its config fails with. */

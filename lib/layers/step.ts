@@ -6,7 +6,7 @@
 import type { FastifyRequest } from 'fastify'
 import { performance } from 'node:perf_hooks'
 import { decisionChannel, publishDecision, publishUnavailable, type DecisionMessage } from '../output/diagnostics.js'
-import { StoreUnavailableError } from '../output/errors.js'
+import { LookupFailedError, StoreUnavailableError } from '../output/errors.js'
 import { HeaderLayout, namedPolicy, writeHeaders, writePolicies } from '../output/headers.js'
 import { storeOf, type Settings } from './context.js'
 import type { LimitDecision } from '../types/decision.js'
@@ -156,6 +156,18 @@ function callOnLimit (onLimit: NonNullable<Settings['onLimit']>, request: Fastif
   } catch (error) {
     request.log.error({ err: error }, 'fastify-tollgate: onLimit threw')
   }
+}
+
+/**
+ * Ends a step that never reached the store, with `error`: a cost function's
+ * mistake (a 500) or a cost lookup that failed (a 503, a pass in shadow mode).
+ * A request it ends gets back what other registrations took for it, as on a refusal.
+ */
+export function failStep (settings: Settings, end: StepEnd, error: Error): void {
+  const lookup = error instanceof LookupFailedError
+  if (settings.group.size > 1 && !(lookup && settings.outcome.shadow)) giveBackOthers(end.request, settings)
+  if (lookup) settings.outcome.unavailable(end, error, true)
+  else end.done(error)
 }
 
 function storeFailed (settings: Settings, step: RequestStep, storeMs: number, error: unknown): void {

@@ -59,8 +59,13 @@ export interface RouteRateLimit {
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** fastify-tollgate: the route's cost, quotas and layers, or `false` to leave it out of both layers. */
+    /**
+     * fastify-tollgate: the route's cost, quotas and layers for the registration
+     * without a `name`, or `false` to leave it out of both layers of every registration.
+     */
     rateLimit?: RouteRateLimit | false | undefined
+    /** fastify-tollgate: the route's settings for each named registration, by `name` (`false`: out of that one). */
+    rateLimits?: Record<string, RouteRateLimit | false | undefined> | undefined
   }
 }
 

@@ -177,3 +177,37 @@ t.test("a limiter awaits an async allow-list, its key and its cost (a failed cos
   t.match((await app.inject({ url: '/c', headers: { 'x-user': 'b' } })).json(), { allowed: true, allowListed: false, buckets: [{ tokens: 0 }] })
   await app.close()
 })
+
+t.test('Lookups: odd promises never hang or escape, and waiters on a promise that never settles do not pile up', async (t) => {
+  const escaped = unhandledRejections(t)
+  const { logger } = logSink()
+  const lookups = new Lookups(2, Fastify({ logger }).log, () => 0)
+  const throwing = { then () { throw new Error('then threw') } }
+  t.equal(await lookups.wait('edge.key', throwing as unknown as PromiseLike<string>), LOOKUP_FAILED, 'a then that throws')
+  const immediate = { then (resolve: (value: string) => void) { resolve('now') } }
+  t.equal(await lookups.wait('edge.key', immediate as unknown as PromiseLike<string>), 'now', 'a then that calls back at once')
+  const nested = { then (resolve: (value: unknown) => void) { resolve(new Promise(() => {})) } }
+  t.equal(await lookups.wait('edge.key', nested as unknown as PromiseLike<string>), LOOKUP_FAILED, 'a promise of a promise: no endless wait')
+  const twice = { then (resolve: (value: string) => void, reject: (error: Error) => void) { resolve('first'); reject(new Error('then')) } }
+  t.equal(await lookups.wait('edge.key', twice as unknown as PromiseLike<string>), 'first')
+  const never = new Promise<string>(() => {})
+  for (let i = 0; i < 50; i++) t.equal(await lookups.wait('edge.key', never), LOOKUP_FAILED)
+  t.equal((lookups as unknown as { waiting: WeakMap<object, Set<unknown>> }).waiting.get(never)?.size, 0, 'every waiter left when it timed out')
+  const proxy = new Proxy({}, { get: () => { throw new Error('no such property') } })
+  const app = Fastify()
+  await app.register(tollgate, { warnings: false, app: { tiers: { default: { capacity: 1, refillPerSecond: 0 } }, identify: () => proxy as never } })
+  app.get('/', async () => 'ok')
+  t.same([(await app.inject('/')).statusCode, (await app.inject('/')).statusCode], [200, 429], 'an identity whose properties throw: anonymous, never a 500')
+  await app.close()
+  t.same(escaped, [])
+})
+
+t.test("an async key is keyed by the address read before it was awaited (the client may be gone by then)", async (t) => {
+  const { keyOf } = await import('../../lib/layers/client-key.js')
+  const { logger } = logSink()
+  const lookups = new Lookups(1000, Fastify({ logger }).log, () => 0)
+  const request = { ip: '203.0.113.7', log: Fastify({ logger }).log } as unknown as Parameters<typeof keyOf>[0]
+  const pending = keyOf(request, { fn: async () => later(undefined), name: 'edge.key', keyOfValue: (value) => `v:${value}`, addressKeyOf: (r) => `ip:${String(r.ip)}`, lookups })
+  ;(request as unknown as { ip: string | undefined }).ip = undefined
+  t.equal(await pending, 'ip:203.0.113.7')
+})

@@ -103,3 +103,39 @@ t.test('decision(request): what a layer decided, read in the handler without a s
   t.match(await failure(() => app.tollgate.decision({} as never, 'limiter' as never)), { message: "Invalid fastify-tollgate option: Expected `layer` to be 'edge' or 'app', got `\"limiter\"` (string)" })
   await app.close()
 })
+
+t.test("route settings per registration: config.rateLimit for the unnamed, config.rateLimits.<name> for a named one; false for all", async (t) => {
+  const app = Fastify()
+  await app.register(tollgate, { edge: { capacity: 2, refillPerSecond: 0 } })
+  await app.register(tollgate, { name: 'hourly', edge: { capacity: 3, refillPerSecond: 0 } })
+  app.get('/search', { config: { rateLimit: { replace: true, edge: { capacity: 10, refillPerSecond: 0 } } } }, ok)
+  app.get('/health', { config: { rateLimit: false } }, ok)
+  const codes: number[] = []
+  for (let i = 0; i < 5; i++) codes.push((await app.inject('/search')).statusCode)
+  t.same(codes, [200, 200, 200, 429, 429], "loosened for the unnamed registration only: the hourly one's 3 still hold")
+  t.equal((await app.inject('/health')).headers.ratelimit, undefined, 'out of both')
+  await app.close()
+
+  // A plugin's registration with an app layer; the root's has none and never reads the plugin's costs.
+  const nested = Fastify()
+  await nested.register(tollgate, { edge: { capacity: 100, refillPerSecond: 0 } })
+  await nested.register(async (api) => {
+    await api.register(tollgate, { name: 'api', app: { tiers: { default: { capacity: 20, refillPerSecond: 0 } }, identify: () => ({ id: 'u' }) } })
+    api.post('/export', { config: { rateLimits: { api: { cost: 10 } } } }, ok)
+  })
+  await nested.ready()
+  const first = await nested.inject({ method: 'POST', url: '/export' })
+  t.match(first.headers.ratelimit, /"api\.app";r=10/)
+  t.same([(await nested.inject({ method: 'POST', url: '/export' })).statusCode, (await nested.inject({ method: 'POST', url: '/export' })).statusCode], [200, 429])
+  await nested.close()
+})
+
+t.test('a cost lookup that fails ends the request: the other registrations get their tokens back', async (t) => {
+  const app = Fastify()
+  await app.register(tollgate, { edge: { capacity: 5, refillPerSecond: 0 } })
+  await app.register(tollgate, { name: 'inner', asyncTimeoutMs: 1, app: { tiers: { default: { capacity: 5, refillPerSecond: 0 } }, identify: () => ({ id: 'u' }) } })
+  app.get('/', { config: { rateLimits: { inner: { cost: async () => new Promise<number>(() => {}) } } } }, ok)
+  t.same([(await app.inject('/')).statusCode, (await app.inject('/')).statusCode], [503, 503])
+  t.equal((await app.tollgate.peek({ layer: 'edge', ip: '127.0.0.1' })).buckets[0]?.tokens, 5, 'nothing spent at the edge')
+  await app.close()
+})
