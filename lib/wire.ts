@@ -7,14 +7,14 @@
 import { performance } from 'node:perf_hooks'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Store } from './types/store.js'
-import type { EdgePlan, Plan } from './config/plan.js'
+import type { AppPlan, EdgePlan, Plan } from './config/plan.js'
 import { ShadowCounter } from './output/shadow-report.js'
 import { MemoryStore } from './stores/memory.js'
 import { ReplicaShareEdge } from './stores/replica-share.js'
 import { SettlingEdge } from './stores/settling/index.js'
 import type { EdgeSettings, Settings } from './layers/context.js'
 import { IdentityQuotas } from './layers/identity-quota.js'
-import { edgeKeys } from './layers/keys.js'
+import { edgeKeys, storedUserId } from './layers/keys.js'
 import { Lookups } from './layers/lookup.js'
 import type { Group } from './layers/registrations.js'
 import { outcomeOf } from './layers/outcome.js'
@@ -34,9 +34,7 @@ export function wire (plan: Plan, log: FastifyBaseLogger, group: Group): Wired {
   store.useLogger?.(log)
   const edge = plan.edge === undefined ? undefined : wireEdge(plan.edge, store, clock, plan.name)
   if (edge !== undefined && edge.store !== store) edge.store.useLogger?.(log)
-  const app = plan.app === undefined
-    ? undefined
-    : { ...plan.app, identityQuotas: plan.app.maxQuota === undefined ? undefined : new IdentityQuotas(plan.app.maxQuota, plan.quotaShare, plan.name) }
+  const app = plan.app === undefined ? undefined : { ...plan.app, identityQuotas: identityQuotas(plan.app, plan) }
   const penalties = new Penalties(store, () => log, store.localClock)
   const shadowCounter = plan.shadow ? new ShadowCounter(plan.shadowReport.minutes, plan.shadowReport.keys, clock) : undefined
   const lookups = new Lookups(plan.asyncTimeoutMs, log, clock)
@@ -50,6 +48,13 @@ export function wire (plan: Plan, log: FastifyBaseLogger, group: Group): Wired {
       await store.close()
     }
   }
+}
+
+/** The check of identities' quotas under `app.maxQuota` (none without it); its log names a user as store keys do. */
+function identityQuotas (app: AppPlan, plan: Plan): IdentityQuotas | undefined {
+  if (app.maxQuota === undefined) return undefined
+  const userId = storedUserId(app.digestIds, plan.edge?.keySecret)
+  return new IdentityQuotas({ max: app.maxQuota, quotaShare: plan.quotaShare, registration: plan.name, userId })
 }
 
 /** The edge's settings: its key caches, and the store it decides with (one in front of `store` under a local mode). */

@@ -1,8 +1,8 @@
 /**
  * The allow-list's test of a request: requests no layer limits. Its client
- * address against the list's `BlockList` (an IPv4-mapped or NAT64 IPv6 client
- * matches its IPv4 rule, as well as the IPv6 rules of its own address), then the
- * predicate. Checked first, by each layer.
+ * address against the list's `BlockList` (an IPv4-mapped IPv6 client, or a NAT64
+ * one of a global IPv4 address, matches its IPv4 rule as well as the IPv6 rules
+ * of its own address), then the predicate. Checked first, by each layer.
  */
 import type { BlockList } from 'node:net'
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'

@@ -42,33 +42,48 @@ function reasonOf (error: unknown): string {
 }
 const refuse: Fail = (problem) => { throw new Refused(problem) }
 
-/** Checks identities' quotas against `max` (each limit's capacity and refill at most its own), scaled by `quotaShare`. */
+/** What identities' quotas are checked against, and logged with. */
+export interface IdentityQuotaSettings {
+  /** `app.maxQuota`: each limit's capacity and refill at most its own. */
+  max: BucketPolicy
+  /** The replica's share of a quota (`plan.quotaShare`). */
+  quotaShare: number
+  /** The plugin's `name`, in the quotas' header members. */
+  registration: string | undefined
+  /** A user id as store keys hold it (`storedUserId`: its digest under `app.digestIds`), and so as the log names it. */
+  userId: (id: string) => string
+}
+
+/** Checks identities' quotas against `max`, scaled by `quotaShare`. */
 export class IdentityQuotas {
   private readonly checked = new Map<string, IdentityQuota>()
   private readonly refusals: ThrottledLog
 
-  /** `registration`: the plugin's `name`, in the quotas' header members. */
-  constructor (readonly max: BucketPolicy, private readonly quotaShare: number, private readonly registration: string | undefined, now: () => number = () => performance.now()) {
+  constructor (private readonly settings: IdentityQuotaSettings, now: () => number = () => performance.now()) {
     this.refusals = new ThrottledLog(QUOTA_REFUSED_LOG_INTERVAL_MS, now)
   }
 
-  /** Logs (once a minute at most) that `user`'s quota was refused, and why; the request then gets its tier's. */
-  refused (request: FastifyRequest, user: string, reason: string): void {
+  /**
+   * Logs (once a minute at most) that the quota of the user `id` was refused, and
+   * why, naming the user as store keys do; the request then gets its tier's.
+   */
+  refused (request: FastifyRequest, id: string, reason: string): void {
     this.refusals.log((since) => {
-      request.log.warn({ user, reason, since }, 'fastify-tollgate: an identity\'s quota was refused; its tier applies (default without one; logged once a minute; `since`: refusals not logged since the last line)')
+      request.log.warn({ user: this.settings.userId(id), reason, since }, 'fastify-tollgate: an identity\'s quota was refused; its tier applies (default without one; logged once a minute; `since`: refusals not logged since the last line)')
     })
   }
 
   /** The checked quota of `value`, or why it is refused (for the log). */
   of (value: unknown): IdentityQuota | string {
+    const { max, quotaShare, registration } = this.settings
     let limits: readonly TierLimit[]
     try {
-      limits = limitsIn(checkQuota(refuse, 'quota', value, 'app', (path, policy) => share(refuse, path, policy, this.quotaShare)), this.registration)
+      limits = limitsIn(checkQuota(refuse, 'quota', value, 'app', (path, policy) => share(refuse, path, policy, quotaShare)), registration)
       for (const [i, limit] of limits.entries()) {
         const at = limits.length > 1 ? `quota[${i}]` : 'quota'
-        if (limit.whole.capacity > this.max.capacity) refuse(`\`${at}.capacity\` ${limit.whole.capacity} is above \`app.maxQuota.capacity\` ${this.max.capacity}`)
-        if (limit.whole.refillPerSecond > this.max.refillPerSecond) {
-          refuse(`\`${at}.refillPerSecond\` ${limit.whole.refillPerSecond} is above \`app.maxQuota.refillPerSecond\` ${this.max.refillPerSecond}`)
+        if (limit.whole.capacity > max.capacity) refuse(`\`${at}.capacity\` ${limit.whole.capacity} is above \`app.maxQuota.capacity\` ${max.capacity}`)
+        if (limit.whole.refillPerSecond > max.refillPerSecond) {
+          refuse(`\`${at}.refillPerSecond\` ${limit.whole.refillPerSecond} is above \`app.maxQuota.refillPerSecond\` ${max.refillPerSecond}`)
         }
       }
     } catch (error) {

@@ -1,10 +1,11 @@
 /**
- * The layers' keys of a request: client addresses normalised (IPv4-mapped and
- * NAT64 IPv6 as their IPv4 address, other IPv6 grouped by prefix, ports dropped)
+ * The layers' keys of a request: client addresses normalised (IPv4-mapped IPv6,
+ * and NAT64 IPv6 of a global IPv4 address, as that IPv4 address, other IPv6
+ * grouped by prefix, ports dropped)
  * and the key caches of the edge, the app layer and the limiters. The key format
  * itself is output/key-format.ts.
  */
-import { isIPv4, isIPv6 } from 'node:net'
+import { BlockList, isIPv4, isIPv6 } from 'node:net'
 import type { FastifyRequest } from 'fastify'
 import type { EdgePlan } from '../config/plan.js'
 import { bucketKey, inRegistration, keyDigest, limiterKey } from '../output/key-format.js'
@@ -82,8 +83,9 @@ export function appKeys (ipv6Subnet: number, perConnection: boolean, userId: (id
  * The client address as a rate-limit identity: IPv4 as is; IPv4-mapped IPv6
  * (`::ffff:1.2.3.4`) and NAT64 IPv6 of the well-known prefix 64:ff9b::/96
  * (`64:ff9b::1.2.3.4`, `64:ff9b::102:304`: an IPv4 client behind a NAT64
- * gateway) as the IPv4 address they carry; other IPv6 reduced to its first
- * `ipv6Subnet` bits (`2001:db8:1:2::/64`), since one host commonly holds a whole /64.
+ * gateway) as the IPv4 address they carry, the latter only for a global IPv4
+ * address (`nat64IPv4`); other IPv6 reduced to its first `ipv6Subnet` bits
+ * (`2001:db8:1:2::/64`), since one host commonly holds a whole /64.
  * A port some proxies append (`203.0.113.7:40001`, `[2001:db8::1]:443`,
  * `::ffff:203.0.113.7:40001`) is dropped first, so that each connection does not
  * get a bucket of its own. Anything that is not an IP address is returned
@@ -98,21 +100,22 @@ export function clientAddress (ip: string | undefined, ipv6Subnet: number): stri
   const address = zoneAt === -1 ? host : host.slice(0, zoneAt)
   if (!isIPv6(address)) return ip
   const groups = ipv6Groups(address)
-  return isMapped(groups) || isNat64(groups) ? embeddedIPv4(groups) : ipv6Prefix(groups, ipv6Subnet)
+  if (isMapped(groups)) return embeddedIPv4(groups)
+  return nat64IPv4(groups) ?? ipv6Prefix(groups, ipv6Subnet)
 }
 
 /** A client address as the allow-list checks it (see `plainAddress`). */
 export interface PlainAddress {
   address: string
   family: 'ipv4' | 'ipv6'
-  /** The IPv4 address a NAT64 address (64:ff9b::/96) carries, whose IPv4 rules apply too. */
+  /** The global IPv4 address a NAT64 address (64:ff9b::/96) carries, whose IPv4 rules apply too (see `nat64IPv4`). */
   ipv4?: string
 }
 
 /**
  * `ip` as an address BlockList can check: without a port or an IPv6 zone, with
- * its family, and for a NAT64 address the IPv4 address it carries (BlockList
- * matches an IPv4-mapped address against IPv4 rules itself, not a NAT64 one);
+ * its family, and for a NAT64 address the global IPv4 address it carries
+ * (BlockList matches an IPv4-mapped address against IPv4 rules itself, not a NAT64 one);
  * `undefined` for anything that is not an IP address.
  */
 export function plainAddress (ip: string | undefined): PlainAddress | undefined {
@@ -122,8 +125,8 @@ export function plainAddress (ip: string | undefined): PlainAddress | undefined 
   const zoneAt = host.indexOf('%')
   const address = zoneAt === -1 ? host : host.slice(0, zoneAt)
   if (!isIPv6(address)) return undefined
-  const groups = ipv6Groups(address)
-  return isNat64(groups) ? { address, family: 'ipv6', ipv4: embeddedIPv4(groups) } : { address, family: 'ipv6' }
+  const ipv4 = nat64IPv4(ipv6Groups(address))
+  return ipv4 === undefined ? { address, family: 'ipv6' } : { address, family: 'ipv6', ipv4 }
 }
 
 /** IPv4-mapped IPv6: `::ffff:0:0/96`. */
@@ -133,6 +136,40 @@ const isMapped = (groups: readonly number[]): boolean =>
 /** NAT64 (SIIT) of the well-known prefix `64:ff9b::/96` (RFC 6052): an IPv4 host in the last 32 bits. */
 const isNat64 = (groups: readonly number[]): boolean =>
   groups[0] === 0x64 && groups[1] === 0xff9b && groups[2] === 0 && groups[3] === 0 && groups[4] === 0 && groups[5] === 0
+
+/**
+ * The IPv4 addresses the well-known prefix must not carry (RFC 6052 §3.1: no
+ * non-global IPv4 address; the ranges of RFC 6890 that are not globally
+ * reachable, and multicast and reserved space, which no client sends from).
+ */
+const NON_GLOBAL_IPV4 = new BlockList()
+for (const [network, prefix] of [
+  ['0.0.0.0', 8], // this network
+  ['10.0.0.0', 8], // private
+  ['100.64.0.0', 10], // shared address space (carrier-grade NAT)
+  ['127.0.0.0', 8], // loopback
+  ['169.254.0.0', 16], // link-local
+  ['172.16.0.0', 12], // private
+  ['192.0.0.0', 24], // IETF protocol assignments
+  ['192.0.2.0', 24], // documentation (TEST-NET-1)
+  ['192.168.0.0', 16], // private
+  ['198.18.0.0', 15], // benchmarking
+  ['198.51.100.0', 24], // documentation (TEST-NET-2)
+  ['203.0.113.0', 24], // documentation (TEST-NET-3)
+  ['224.0.0.0', 3] // multicast (224/4), reserved (240/4) and the broadcast address
+] as const) NON_GLOBAL_IPV4.addSubnet(network, prefix, 'ipv4')
+
+/**
+ * The IPv4 address a NAT64 address of the well-known prefix carries, when it is
+ * a global one; else `undefined`, and the address is IPv6 like any other. A
+ * non-global IPv4 address behind 64:ff9b::/96 is spoofed or misrouted: taken as
+ * that address, `64:ff9b::7f00:1` would pass an allow-list rule for 127.0.0.1.
+ */
+function nat64IPv4 (groups: readonly number[]): string | undefined {
+  if (!isNat64(groups)) return undefined
+  const ipv4 = embeddedIPv4(groups)
+  return NON_GLOBAL_IPV4.check(ipv4, 'ipv4') ? undefined : ipv4
+}
 
 /** The IPv4 address in the last 32 bits of an IPv6 address, dotted. */
 function embeddedIPv4 (groups: readonly number[]): string {

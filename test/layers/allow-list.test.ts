@@ -27,17 +27,35 @@ t.test('addresses and CIDR ranges, IPv4 and IPv6: an allowed client touches no b
   await app.close()
 })
 
-t.test('a NAT64 client (64:ff9b::/96) matches the IPv4 rules of the address it embeds, and IPv6 rules as before', async (t) => {
+t.test('a NAT64 client (64:ff9b::/96) of a global IPv4 address matches the IPv4 rules of that address, and IPv6 rules as before', async (t) => {
   const app = Fastify()
-  await app.register(tollgate, { ...layers, allowList: ['203.0.113.7', '10.0.0.0/8', '64:ff9b::c633:6400/120'] })
+  await app.register(tollgate, { ...layers, allowList: ['8.8.8.8', '11.0.0.0/8', '64:ff9b::c633:6400/120'] })
   app.get('/', async () => 'ok')
   const from = (ip: string) => app.inject({ url: '/', remoteAddress: ip })
-  for (const ip of ['64:ff9b::203.0.113.7', '64:ff9b::cb00:7107', '64:ff9b::10.1.2.3', '64:ff9b::198.51.100.9', '::ffff:203.0.113.7:40001', '64:ff9b::203.0.113.7:40001']) {
+  for (const ip of ['64:ff9b::8.8.8.8', '64:ff9b::808:808', '64:ff9b::11.1.2.3', '64:ff9b::198.51.100.9', '::ffff:8.8.8.8:40001', '64:ff9b::8.8.8.8:40001']) {
     t.same([(await from(ip)).statusCode, (await from(ip)).statusCode, (await from(ip)).statusCode], [200, 200, 200], `${ip} is never limited`)
   }
-  t.same([(await from('64:ff9b::203.0.113.8')).statusCode, (await from('64:ff9b::203.0.113.8')).statusCode], [200, 429], 'a neighbour is limited')
-  t.same([(await from('64:ff9b:1::cb00:7107')).statusCode, (await from('64:ff9b:1::cb00:7107')).statusCode], [200, 429], 'outside 64:ff9b::/96 no IPv4 rule applies')
+  t.same([(await from('64:ff9b::8.8.8.9')).statusCode, (await from('64:ff9b::8.8.8.9')).statusCode], [200, 429], 'a neighbour is limited')
+  t.same([(await from('64:ff9b:1::808:808')).statusCode, (await from('64:ff9b:1::808:808')).statusCode], [200, 429], 'outside 64:ff9b::/96 no IPv4 rule applies')
   t.same([(await from('not-an-ip')).statusCode, (await from('not-an-ip')).statusCode], [200, 429], 'what is not an address matches no rule')
+  await app.close()
+})
+
+t.test('a NAT64 client of a non-global IPv4 address (spoofed or misrouted: RFC 6052 §3.1) matches no IPv4 rule, and is keyed as IPv6', async (t) => {
+  const taken: string[] = []
+  const memory = memoryStore()
+  const store: Store = { consume: (buckets) => { taken.push(...buckets.map((b) => b.key)); return memory.consume(buckets) }, close: () => { memory.close() } }
+  const app = Fastify()
+  await app.register(tollgate, { store, ...layers, edge: { ...layers.edge, ipv6Subnet: 128 }, allowList: ['127.0.0.1', '10.0.0.0/8', '192.168.0.0/16', '203.0.113.7'] })
+  app.get('/', async () => 'ok')
+  const from = (ip: string) => app.inject({ url: '/', remoteAddress: ip })
+  for (const ip of ['64:ff9b::7f00:1', '64:ff9b::a00:5', '64:ff9b::192.168.1.1', '64:ff9b::203.0.113.7:40001']) {
+    t.same([(await from(ip)).statusCode, (await from(ip)).statusCode], [200, 429], `${ip} is limited`)
+  }
+  t.same(taken.filter((key) => key.endsWith(':edge')), [
+    '{ip:64:ff9b:0:0:0:0:7f00:1}:edge', '{ip:64:ff9b:0:0:0:0:a00:5}:edge', '{ip:64:ff9b:0:0:0:0:c0a8:101}:edge', '{ip:64:ff9b:0:0:0:0:cb00:7107}:edge'
+  ].flatMap((key) => [key, key]), 'each keyed by its IPv6 address')
+  t.same([(await from('127.0.0.1')).statusCode, (await from('127.0.0.1')).statusCode], [200, 200], 'the loopback rule still allows loopback')
   await app.close()
 })
 

@@ -4,6 +4,7 @@
  * malformed or above it gets `default` and a log line, never a better quota or a 500.
  */
 import t, { type Test } from 'tap'
+import { createHash, createHmac } from 'node:crypto'
 import Fastify, { type FastifyInstance } from 'fastify'
 import jwt from '@fastify/jwt'
 import tollgate, { memoryStore, per, redisStore, type Store, type TollgateOptions } from '../../lib/index.js'
@@ -86,6 +87,38 @@ for (const [name, makeStore] of stores) {
     await app.close()
   })
 }
+
+t.test('app.digestIds: a refused quota\'s log line names the user by the digest the keys hold, never the id', async (t) => {
+  const secret = 'a-secret-of-at-least-16-characters'
+  const id = 'alice@example.com'
+  const digests: Array<[string, string | undefined, string]> = [
+    ['HMAC-SHA256 with edge.keySecret', secret, createHmac('sha256', secret).update(id).digest('base64url')],
+    ['SHA-256 without', undefined, createHash('sha256').update(id).digest('base64url')]
+  ]
+  // Refused where the identity is read (a malformed quota), and on a route (a limit named like the route's quota).
+  const refusals: Array<[string, 'GET' | 'POST', string, unknown, RegExp]> = [
+    ['a malformed quota', 'GET', '/', { capacity: 1e12 }, /`quota\.refillPerSecond`/],
+    ['a limit named like the route quota', 'POST', '/export', [{ name: 'route', capacity: 50, refillPerSecond: 5 }], /like one of the quota of POST \/export/]
+  ]
+  for (const [label, keySecret, digest] of digests) {
+    for (const [what, method, url, quota, reason] of refusals) {
+      const sink = logSink()
+      const fastify = Fastify({ logger: sink.logger })
+      const edge = keySecret === undefined ? {} : { edge: { capacity: 100, refillPerSecond: 1, keySecret } }
+      await fastify.register(tollgate, { store: memoryStore(), ...edge, app: { tiers, maxQuota, digestIds: true, identify: () => ({ id, quota: quota as never }) } })
+      fastify.get('/', async () => 'ok')
+      fastify.post('/export', { config: { rateLimit: { quota: { default: { capacity: 1, refillPerSecond: 0 } } } } }, async () => 'ok')
+      t.equal((await fastify.inject({ method, url })).statusCode, 200, `${label}, ${what}: answered`)
+      const lines = sink.lines.filter((line) => /an identity's quota was refused/.test(line.msg))
+      t.match(lines, [{ user: digest, reason }], `${label}, ${what}: the digest`)
+      t.equal(lines.length, 1)
+      t.notMatch(JSON.stringify(sink.lines), /alice/, `${label}, ${what}: the id in clear nowhere in the log`)
+      const peek = await fastify.tollgate.peek({ layer: 'app', user: id })
+      t.equal(peek.buckets[0]?.key, `{user:${digest}}:app`, `${label}, ${what}: as the keys hold it`)
+      await fastify.close()
+    }
+  }
+})
 
 t.test('keys of one user under different quotas never meet', async (t) => {
   const clock = manualClock(1_000_000)

@@ -45,7 +45,8 @@ t.test('clientAddress: an IPv4-mapped address with an unbracketed port is its IP
     ['::FFFF:203.0.113.7:443', 64, '203.0.113.7'],
     ['0:0:0:0:0:ffff:203.0.113.7:1', 64, '203.0.113.7'],
     // A dotted tail ends an IPv6 address, so a group after it can only be a port.
-    ['64:ff9b::203.0.113.7:40001', 64, '203.0.113.7'],
+    ['64:ff9b::8.8.8.8:40001', 64, '8.8.8.8'],
+    ['64:ff9b::127.0.0.1:40001', 128, '64:ff9b:0:0:0:0:7f00:1'],
     ['::1.2.3.4:80', 128, '0:0:0:0:0:0:102:304'],
     // Ambiguous or not an address: left as it is (a hex last group is an address's, not a port).
     ['2001:db8::1:4000', 128, '2001:db8:0:0:0:0:1:4000'],
@@ -61,22 +62,77 @@ t.test('clientAddress: an IPv4-mapped address with an unbracketed port is its IP
   for (const [ip, bits, expected] of cases) t.equal(clientAddress(ip, bits), expected, `${ip} /${bits}`)
 })
 
-t.test('clientAddress: a NAT64 address (64:ff9b::/96) is the IPv4 address it embeds', async (t) => {
+t.test('clientAddress: a NAT64 address (64:ff9b::/96) of a global IPv4 address is that address', async (t) => {
   const cases: Array<[string, number, string]> = [
-    ['64:ff9b::203.0.113.7', 64, '203.0.113.7'],
-    ['64:ff9b::cb00:7107', 64, '203.0.113.7'],
-    ['64:FF9B::CB00:7107', 64, '203.0.113.7'],
-    ['64:ff9b:0:0:0:0:cb00:7108', 128, '203.0.113.8'],
-    ['64:ff9b::192.0.2.33', 128, '192.0.2.33'],
-    ['[64:ff9b::cb00:7107]:443', 64, '203.0.113.7'],
-    ['64:ff9b::', 64, '0.0.0.0'],
+    ['64:ff9b::8.8.8.8', 64, '8.8.8.8'],
+    ['64:ff9b::808:808', 64, '8.8.8.8'],
+    ['64:FF9B::5DB8:D822', 64, '93.184.216.34'],
+    ['64:ff9b:0:0:0:0:808:809', 128, '8.8.8.9'],
+    ['64:ff9b::1.1.1.1', 128, '1.1.1.1'],
+    ['[64:ff9b::808:808]:443', 64, '8.8.8.8'],
+    // Next to the non-global ranges, on either side: global.
+    ['64:ff9b::1.0.0.0', 128, '1.0.0.0'],
+    ['64:ff9b::9.255.255.255', 128, '9.255.255.255'],
+    ['64:ff9b::11.0.0.0', 128, '11.0.0.0'],
+    ['64:ff9b::100.63.255.255', 128, '100.63.255.255'],
+    ['64:ff9b::100.128.0.0', 128, '100.128.0.0'],
+    ['64:ff9b::126.255.255.255', 128, '126.255.255.255'],
+    ['64:ff9b::128.0.0.0', 128, '128.0.0.0'],
+    ['64:ff9b::169.253.255.255', 128, '169.253.255.255'],
+    ['64:ff9b::169.255.0.0', 128, '169.255.0.0'],
+    ['64:ff9b::172.15.255.255', 128, '172.15.255.255'],
+    ['64:ff9b::172.32.0.0', 128, '172.32.0.0'],
+    ['64:ff9b::191.255.255.255', 128, '191.255.255.255'],
+    ['64:ff9b::192.0.1.0', 128, '192.0.1.0'],
+    ['64:ff9b::192.0.3.0', 128, '192.0.3.0'],
+    ['64:ff9b::192.88.99.1', 128, '192.88.99.1'],
+    ['64:ff9b::192.167.255.255', 128, '192.167.255.255'],
+    ['64:ff9b::192.169.0.0', 128, '192.169.0.0'],
+    ['64:ff9b::198.17.255.255', 128, '198.17.255.255'],
+    ['64:ff9b::198.20.0.0', 128, '198.20.0.0'],
+    ['64:ff9b::198.51.99.255', 128, '198.51.99.255'],
+    ['64:ff9b::198.51.101.0', 128, '198.51.101.0'],
+    ['64:ff9b::203.0.112.255', 128, '203.0.112.255'],
+    ['64:ff9b::203.0.114.0', 128, '203.0.114.0'],
+    ['64:ff9b::223.255.255.255', 128, '223.255.255.255'],
     // Outside the well-known /96: an IPv6 address like any other.
-    ['64:ff9b:1::cb00:7107', 128, '64:ff9b:1:0:0:0:cb00:7107'],
-    ['64:ff9b::1:cb00:7107', 128, '64:ff9b:0:0:0:1:cb00:7107'],
-    ['64:ff9a::cb00:7107', 64, '64:ff9a:0:0::/64']
+    ['64:ff9b:1::808:808', 128, '64:ff9b:1:0:0:0:808:808'],
+    ['64:ff9b::1:808:808', 128, '64:ff9b:0:0:0:1:808:808'],
+    ['64:ff9a::808:808', 64, '64:ff9a:0:0::/64']
   ]
   for (const [ip, bits, expected] of cases) t.equal(clientAddress(ip, bits), expected, `${ip} /${bits}`)
-  t.not(clientAddress('64:ff9b::cb00:7107', 64), clientAddress('64:ff9b::cb00:7108', 64), 'two NAT64 clients, two buckets (not one /64)')
+  t.not(clientAddress('64:ff9b::808:808', 64), clientAddress('64:ff9b::808:809', 64), 'two NAT64 clients, two buckets (not one /64)')
+})
+
+t.test('clientAddress: a NAT64 address of a non-global IPv4 address (RFC 6052 §3.1) stays IPv6, grouped by ipv6Subnet', async (t) => {
+  const nonGlobal = [
+    '0.0.0.0', '0.255.255.255', // this network
+    '10.0.0.5', '10.255.255.255', // private
+    '100.64.0.0', '100.127.255.255', // shared
+    '127.0.0.1', '127.255.255.255', // loopback
+    '169.254.0.0', '169.254.169.254', // link-local
+    '172.16.0.1', '172.31.255.255', // private
+    '192.0.0.0', '192.0.0.255', // IETF protocol assignments
+    '192.0.2.0', '192.0.2.255', // TEST-NET-1
+    '192.168.0.0', '192.168.255.255', // private
+    '198.18.0.0', '198.19.255.255', // benchmarking
+    '198.51.100.0', '198.51.100.255', // TEST-NET-2
+    '203.0.113.0', '203.0.113.255', // TEST-NET-3
+    '224.0.0.1', '239.255.255.255', // multicast
+    '240.0.0.0', '255.255.255.255' // reserved, broadcast
+  ]
+  for (const ipv4 of nonGlobal) {
+    t.equal(clientAddress(`64:ff9b::${ipv4}`, 64), '64:ff9b:0:0::/64', `64:ff9b::${ipv4} /64`)
+    t.equal(clientAddress(`64:ff9b::${ipv4}`, 96), '64:ff9b:0:0:0:0::/96', `64:ff9b::${ipv4} /96`)
+  }
+  const cases: Array<[string, number, string]> = [
+    ['64:ff9b::7f00:1', 128, '64:ff9b:0:0:0:0:7f00:1'],
+    ['64:ff9b::a00:5', 128, '64:ff9b:0:0:0:0:a00:5'],
+    ['64:FF9B::C0A8:101', 128, '64:ff9b:0:0:0:0:c0a8:101'],
+    ['[64:ff9b::cb00:7107]:443', 128, '64:ff9b:0:0:0:0:cb00:7107'],
+    ['64:ff9b::', 128, '64:ff9b:0:0:0:0:0:0']
+  ]
+  for (const [ip, bits, expected] of cases) t.equal(clientAddress(ip, bits), expected, `${ip} /${bits}`)
 })
 
 t.test('identities are bounded and sanitised', async (t) => {
@@ -114,10 +170,14 @@ t.test('plainAddress: an address as BlockList checks it, or undefined', async (t
     ['fe80::1%eth0', { address: 'fe80::1', family: 'ipv6' }],
     ['::ffff:10.0.0.1', { address: '::ffff:10.0.0.1', family: 'ipv6' }],
     ['::ffff:10.0.0.1:40001', { address: '::ffff:10.0.0.1', family: 'ipv6' }],
-    ['64:ff9b::203.0.113.7', { address: '64:ff9b::203.0.113.7', family: 'ipv6', ipv4: '203.0.113.7' }],
-    ['64:ff9b::cb00:7107', { address: '64:ff9b::cb00:7107', family: 'ipv6', ipv4: '203.0.113.7' }],
-    ['64:ff9b::203.0.113.7:40001', { address: '64:ff9b::203.0.113.7', family: 'ipv6', ipv4: '203.0.113.7' }],
-    ['64:ff9b:1::cb00:7107', { address: '64:ff9b:1::cb00:7107', family: 'ipv6' }],
+    ['64:ff9b::8.8.8.8', { address: '64:ff9b::8.8.8.8', family: 'ipv6', ipv4: '8.8.8.8' }],
+    ['64:ff9b::808:808', { address: '64:ff9b::808:808', family: 'ipv6', ipv4: '8.8.8.8' }],
+    ['64:ff9b::8.8.8.8:40001', { address: '64:ff9b::8.8.8.8', family: 'ipv6', ipv4: '8.8.8.8' }],
+    ['64:ff9b:1::808:808', { address: '64:ff9b:1::808:808', family: 'ipv6' }],
+    // A non-global IPv4 address behind the well-known prefix: IPv6 only, no IPv4 rule applies.
+    ['64:ff9b::7f00:1', { address: '64:ff9b::7f00:1', family: 'ipv6' }],
+    ['64:ff9b::10.0.0.5:40001', { address: '64:ff9b::10.0.0.5', family: 'ipv6' }],
+    ['[64:ff9b::cb00:7107]:443', { address: '64:ff9b::cb00:7107', family: 'ipv6' }],
     ['2001:db8::1:40001', undefined],
     ['not-an-ip', undefined],
     ['', undefined],
