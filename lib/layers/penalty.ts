@@ -10,7 +10,10 @@
  * `Retry-After`. On a route with a penalty of its own, the layer's bucket is
  * checked too (a client shut out by the layer stays out of the route). The
  * Redis store's deny cache then answers the client's requests without a round
- * trip, like any refusal. Refusals are counted in this process (a local bucket of
+ * trip, like any refusal; a refusal it kept from before the penalty (the penalty
+ * bucket read out of debt) it answers at most 0.1 s past the penalty's start
+ * (deny-cache.ts).
+ * Refusals are counted in this process (a local bucket of
  * `after` tokens refilled over `withinSeconds`), so that counting costs the store
  * nothing; with N replicas a client spread over them is counted on each.
  */

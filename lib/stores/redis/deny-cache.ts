@@ -25,8 +25,19 @@
  * refusal. One under another policy (another replica's tier for the same user)
  * can also leave more tokens than a kept state counts; the cache then refuses
  * at most until that state's bucket refills to the cost or its key expires.
+ *
+ * A bucket asked for nothing (cost 0: a penalty's, layers/penalty.ts) refuses
+ * only in debt, and another replica puts it in debt with a write this process
+ * never sees (the penalty it starts, a refund of a negative amount). Kept as a
+ * refusal read it, it would let this cache answer that client's quota refusals,
+ * with their shorter wait, through another replica's penalty. So its state is
+ * kept at most `ZERO_COST_HOLD_MS` past the earliest moment it may be out of
+ * debt (the moment the call went out, for one read out of debt): a penalty
+ * started elsewhere is answered here at most that long after it reached Redis.
+ * A state read in debt is kept while in debt, so a flood during a penalty still
+ * costs Redis nothing.
  */
-import { consume, consumeOne, enough, tokensAt } from '../../engine/bucket.js'
+import { consume, consumeOne, enough, msUntil, tokensAt } from '../../engine/bucket.js'
 import type { BucketDecision, BucketPolicy, BucketState } from '../../types/engine.js'
 import type { BucketRequest } from '../../types/store.js'
 import { parseNumber } from './reply.js'
@@ -70,6 +81,19 @@ interface Entry {
 
 const samePolicy = (a: BucketPolicy, b: BucketPolicy): boolean =>
   a === b || (a.capacity === b.capacity && a.refillPerSecond === b.refillPerSecond)
+
+/** How long (ms) the state of a bucket asked for nothing is kept once it may be out of debt. */
+export const ZERO_COST_HOLD_MS = 100
+
+/**
+ * Until when (store clock) the state `early` of a bucket asked for nothing, read by
+ * a call sent at `sentMs`, is kept: `ZERO_COST_HOLD_MS` past the earliest moment
+ * it may hold 0 tokens again, or past `sentMs` if it may have by then.
+ */
+function zeroCostUntil (early: BucketState | undefined, policy: BucketPolicy, sentMs: number): number {
+  const outMs = early === undefined ? sentMs : early.lastMs + msUntil(early.tokens, 0, policy)
+  return (outMs > sentMs ? outMs : sentMs) + ZERO_COST_HOLD_MS
+}
 
 export class DenyCache {
   private readonly entries = new Map<string, Entry>()
@@ -155,14 +179,19 @@ export class DenyCache {
     buckets.forEach((bucket, i) => {
       if (this.inFlight.has(bucket.key)) return
       const state = refusal.buckets[i]
-      this.entries.set(bucket.key, state === undefined
+      const entry: Entry = state === undefined
         ? { policy: bucket.policy, early: undefined, late: undefined, untilMs: Infinity }
         : {
             policy: bucket.policy,
             early: { tokens: state.tokens, lastMs: state.lastMs + toEarly },
             late: { tokens: state.tokens, lastMs: state.lastMs + toLate },
             untilMs: sentMs + state.ttlMs
-          })
+          }
+      if (bucket.cost === 0) {
+        const untilMs = zeroCostUntil(entry.early, bucket.policy, sentMs)
+        if (untilMs < entry.untilMs) entry.untilMs = untilMs
+      }
+      this.entries.set(bucket.key, entry)
     })
   }
 

@@ -2,13 +2,14 @@
  * The Redis store's deny cache (lib/stores/deny-cache.ts): a refusal it answers
  * is one Redis would give, with the wait of the request it answers.
  */
-import t from 'tap'
-import type { FastifyInstance } from 'fastify'
-import { memoryStore, redisStore, type Store } from '../../../lib/index.js'
+import t, { type Test } from 'tap'
+import Fastify, { type FastifyInstance } from 'fastify'
+import tollgate, { memoryStore, redisStore, type Store } from '../../../lib/index.js'
 import type { BucketPolicy } from '../../../lib/types/engine.js'
-import { DenyCache, readRefusal } from '../../../lib/stores/redis/deny-cache.js'
+import type { BucketRequest } from '../../../lib/types/store.js'
+import { DenyCache, readRefusal, ZERO_COST_HOLD_MS } from '../../../lib/stores/redis/deny-cache.js'
 import { buildAppOn, manualClock } from '../../helpers.js'
-import { requireRedis, startRedis } from '../../redis-server.js'
+import { commandCalls, requireRedis, startRedis, type RedisServer } from '../../redis-server.js'
 
 type Clock = ReturnType<typeof manualClock>
 interface Step { afterMs?: number, url: string, token?: string }
@@ -50,7 +51,64 @@ async function bothStores (options: Parameters<typeof buildAppOn>[1], routes: (a
   return { memory: await run((clock) => memoryStore({ clock: clock.now })), redis: await run(redis) }
 }
 
+/**
+ * A replica of an app whose edge has a penalty (403 for 10 minutes after 4 refusals), on
+ * its own store and client on `server`, on the test clock; `/` answers "status
+ * retry-after". `writes` gets the store's refunds (a penalty's start), to await.
+ */
+async function penaltyReplica (t: Test, server: RedisServer, clock: Clock, writes: Array<Promise<number>>): Promise<() => Promise<string>> {
+  const store = redisStore({ client: server.client(t), clock: clock.now, heartbeatIntervalMs: 0 })
+  const refund = store.refund.bind(store)
+  store.refund = (bucket: BucketRequest): Promise<number> => {
+    const write = refund(bucket)
+    writes.push(write)
+    return write
+  }
+  const app = Fastify()
+  // 2 requests, then 1 every 20 minutes.
+  await app.register(tollgate, { store, edge: { capacity: 2, refillPerSecond: 1 / 1200, penalty: { after: 4, withinSeconds: 60, seconds: 600, status: 403 } } })
+  app.get('/', async () => 'ok')
+  await app.ready()
+  t.teardown(() => app.close())
+  return async () => {
+    const response = await app.inject('/')
+    return `${response.statusCode} ${response.headers['retry-after'] ?? '-'}`
+  }
+}
+
 if (requireRedis(t)) {
+  t.test('a penalty started on one replica is answered by another within ZERO_COST_HOLD_MS, though its deny cache held a refusal from before', async (t) => {
+    const server = await startRedis(t)
+    const clock = manualClock(1_000_000)
+    const writes: Array<Promise<number>> = []
+    const [a, b] = [await penaltyReplica(t, server, clock, writes), await penaltyReplica(t, server, clock, writes)]
+    t.same([await a(), await a(), await b()], ['200 -', '200 -', '429 1200'], 'b refuses the client once, and keeps that refusal')
+    t.same([await a(), await a(), await a(), await a()], ['429 1200', '429 1200', '429 1200', '403 1200'], 'a\'s fourth refusal starts the penalty')
+    t.equal(writes.length, 1, 'one penalty write')
+    await Promise.all(writes) // the penalty's write, not awaited by the refusal
+    t.equal(ZERO_COST_HOLD_MS, 100, 'the README\'s 0.1 s')
+    t.equal(await b(), '429 1200', 'at once, b still answers from the refusal it kept, without Redis (its second strike)')
+    clock.advance(ZERO_COST_HOLD_MS)
+    t.equal(await b(), '403 1200', '0.1 s later b asks Redis: the penalty')
+    const inspector = server.client(t)
+    const before = await commandCalls(inspector)
+    const flood: string[] = []
+    for (let i = 0; i < 30; i++) flood.push(await b())
+    const after = await commandCalls(inspector)
+    t.same(new Set(flood), new Set(['403 1200']), 'and so on during the penalty')
+    t.equal((after.evalsha ?? 0) - (before.evalsha ?? 0) + (after.eval ?? 0) - (before.eval ?? 0), 0, 'from its deny cache: no script call')
+
+    // The penalty ends (its bucket holds 0 again, the client's quota is still short); a starts another at once.
+    clock.advance(600_000 - ZERO_COST_HOLD_MS)
+    t.equal(await b(), '429 600', 'at its end, b answers the quota from its cache (as Redis would)')
+    t.same([await a(), await a(), await a(), await a()], ['429 600', '429 600', '429 600', '403 600'], 'a starts a second penalty')
+    t.equal(writes.length, 2, 'a second penalty write')
+    await Promise.all(writes)
+    t.equal(await b(), '429 600', 'b, within 0.1 s of the first one\'s end, still answers from its cache')
+    clock.advance(ZERO_COST_HOLD_MS)
+    t.equal(await b(), '403 600', '0.1 s past the first one\'s end b asks Redis: the second penalty')
+  })
+
   t.test('a dearer request gets the wait of its own cost, not that of a cheaper refusal (issue 11, item 1)', async (t) => {
     const server = await startRedis(t)
     const client = server.client(t)
@@ -204,6 +262,29 @@ t.test('the cache on its own: policies compared by their numbers, states bounded
   t.equal(cache.size, 2, 'when full, cleared before keeping more')
   cache.clear()
   t.equal(cache.lookup(both(5), 1000), undefined)
+})
+
+t.test('the cache on its own: a bucket asked for nothing is kept ZERO_COST_HOLD_MS past the moment it may be out of debt', async (t) => {
+  const quota = { capacity: 10, refillPerSecond: 0.1 }
+  const penalty = { capacity: 1, refillPerSecond: 1 }
+  const step: BucketRequest[] = [{ key: 'q', policy: quota, cost: 5 }, { key: 'p', policy: penalty, cost: 0 }]
+  const cache = new DenyCache(10)
+  // Read out of debt (absent: full) by a call sent at 1000 (the script's 5000): kept until 1100, not the key's 61 000.
+  cache.remember(step, { atMs: 5000, buckets: [{ tokens: 0, lastMs: 5000, ttlMs: 60_000 }, undefined] }, 1000, 1000)
+  t.match(cache.lookup(step, 1000), { allowed: false, retryAfterMs: 50_000, tokens: [0, 1] }, 'the quota\'s refusal')
+  t.match(cache.lookup(step, 1099), { allowed: false }, 'until 1100')
+  t.equal(cache.lookup(step, 1100), undefined, 'then Redis decides')
+  t.equal(cache.size, 1, 'the quota\'s state stays, the penalty\'s is dropped')
+  // Read 30 tokens in debt, its last step at 1000 as early as can be: out of debt at 31 000 at the earliest, kept until 31 100.
+  cache.remember(step, { atMs: 5000, buckets: [{ tokens: 0, lastMs: 5000, ttlMs: 60_000 }, { tokens: -30, lastMs: 5000, ttlMs: 31_000 }] }, 1000, 2000)
+  t.match(cache.lookup(step, 30_000), { allowed: false, retryAfterMs: 22_000, tokens: [Number, -2] }, 'in debt: the later of both waits, as late as the reply came')
+  t.match(cache.lookup(step, 31_099), { allowed: false }, 'maybe out of debt: the quota is still short, for 0.1 s more')
+  t.equal(cache.lookup(step, 31_100), undefined, 'then Redis decides (a penalty started meanwhile elsewhere)')
+  // A bucket asked for something is kept while its key lives.
+  const slow: BucketRequest[] = [{ key: 'r', policy: { capacity: 10, refillPerSecond: 0.01 }, cost: 5 }]
+  cache.remember(slow, { atMs: 0, buckets: [{ tokens: 0, lastMs: 0, ttlMs: 60_000 }] }, 0, 0)
+  t.match(cache.lookup(slow, 59_999), { allowed: false }, 'a quota\'s refusal, until its key may have expired')
+  t.equal(cache.lookup(slow, 60_000), undefined)
 })
 
 t.test('the cache on its own: no refusal is kept for a key in flight until its call settles, answered or failed', async (t) => {
