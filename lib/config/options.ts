@@ -49,7 +49,9 @@ export function checkOptions (value: unknown): Plan {
   const allowList = checkAllowList(options.allowList)
   const shadowReport = checkShadowReport(options.shadowReport)
   const asyncTimeoutMs = checkInteger(fail, 'asyncTimeoutMs', options.asyncTimeoutMs ?? 1000, 1, MAX_ASYNC_TIMEOUT_MS)
-  return { name, store, quotaShare, refunds, headers, shadow, onLimit, edge, app, allowList, warnings: checkWarnings(options.warnings), shadowReport, asyncTimeoutMs }
+  const decisions = options.decisions ?? false
+  if (typeof decisions !== 'boolean') expected(fail, 'decisions', 'a boolean', decisions)
+  return { name, store, quotaShare, refunds, headers, shadow, onLimit, edge, app, allowList, warnings: checkWarnings(options.warnings), shadowReport, asyncTimeoutMs, decisions }
 }
 
 function checkShadowReport (value: unknown): { minutes: number, keys: number } {

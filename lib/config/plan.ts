@@ -75,6 +75,8 @@ export interface Plan extends RouteCheckContext {
   shadowReport: { minutes: number, keys: number }
   /** `asyncTimeoutMs`: the longest wait for a promise a user function returned. */
   asyncTimeoutMs: number
+  /** `decisions`: each layer's decision is kept on the request, for `fastify.tollgate.decision(request)`. */
+  decisions: boolean
 }
 
 /** A route's `config.rateLimit`, checked. */

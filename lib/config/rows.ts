@@ -30,6 +30,7 @@ export const PLUGIN_OPTIONS: readonly OptionRow[] = [
   row('shadowReport', '{ minutes?, keys? }', '{ minutes: 10, keys: 1000 }', 'what the shadow report keeps'),
   row('onLimit', '(request, decision) => void', 'none', 'called on every refusal'),
   row('warnings', 'false or { [code]: boolean }', 'all on', 'the misconfiguration warnings'),
+  row('decisions', 'boolean', 'false', 'keep each layer\'s decision on the request, for fastify.tollgate.decision(request)'),
   row('asyncTimeoutMs', 'integer ms, 1 to 60 000', '1000', 'the longest wait for a promise from your functions'),
   row('edge.capacity', 'number from 1 to 1e12', 'required', 'burst, in tokens'),
   row('edge.refillPerSecond', 'number from 0 to 1e12', 'required', 'tokens per second'),

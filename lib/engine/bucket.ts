@@ -63,11 +63,14 @@ const toNs = (ms: number): number => Math.floor(ms * 1e6 + 0.5) / 1e6
  * bucket holds enough by then.
  */
 export function msUntil (tokens: number, wanted: number, policy: BucketPolicy): number {
-  if (enough(tokens, wanted)) return 0
-  if (policy.refillPerSecond === 0 || !enough(policy.capacity, wanted)) return Infinity
-  const wait = (wanted - tokens) * 1000 / policy.refillPerSecond
+  // `enough` three times, its tolerance computed once (a header asks this per bucket per request).
+  const least = wanted - slack(wanted)
+  if (tokens >= least) return 0
+  const rate = policy.refillPerSecond
+  if (rate === 0 || policy.capacity < least) return Infinity
+  const wait = (wanted - tokens) * 1000 / rate
   const snapped = toNs(wait)
-  return enough(tokens + snapped * (policy.refillPerSecond / 1000), wanted) ? snapped : wait
+  return tokens + snapped * (rate / 1000) >= least ? snapped : wait
 }
 
 /**

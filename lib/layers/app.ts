@@ -29,6 +29,9 @@ import { unlessAllowed } from './allow-list.js'
 
 export type Hook = (request: FastifyRequest, reply: FastifyReply, done: Done) => void
 
+/** A step's buckets before they are known. */
+const NO_BUCKETS: BucketRequest[] = []
+
 /** What the app layer's hooks are made with. */
 export interface AppHookContext extends HookContext {
   app: AppSettings
@@ -117,7 +120,8 @@ function decide (at: AppRoute, requesterOf: Requester, request: FastifyRequest, 
       tier = own
     }
   }
-  const step: RequestStep = { layer: 'app', buckets: [], layout: tier.layout, tier: who.tier, request, reply, done }
+  // Its buckets once the cost is known (none is ever added to NO_BUCKETS).
+  const step: RequestStep = { layer: 'app', buckets: NO_BUCKETS, layout: tier.layout, tier: who.tier, penalty: undefined, decision: undefined, request, reply, done }
   // A cost above an identity's own quota is no server bug: the store refuses it (it never passes).
   const cost = costOf(at, request, who.quota === undefined || route.replace ? tier.capacity : Infinity, who.tier)
   if (isThenable(cost)) void cost.then((known) => { charge(at, who, tier, step, known) })

@@ -14,7 +14,7 @@ import { SettlingEdge } from '../stores/settling/index.js'
 import { storeOf, type HookContext } from './context.js'
 import { createLimiter } from './limiter.js'
 import { overdraftOf, peek, refund, reset, resolve, type BucketLevel, type LayerBucket, type Manual, type PeekDecision, type RouteQuotas } from './manual.js'
-import { report, type Decided, type Step } from './step.js'
+import { report, type RequestStep, type Step } from './step.js'
 
 /**
  * `fastify.tollgate`: a bucket by hand, for work that is not an HTTP route, or
@@ -64,7 +64,7 @@ export interface TollgateDecorator {
    */
   shadowReport (options?: { top?: number | undefined }): ShadowReport
   /**
-   * What `layer` (default `'app'`) decided for `request`, when it let it through:
+   * With the plugin's `decisions: true`: what `layer` (default `'app'`) decided for `request`, when it let it through:
    * as `onLimit` gets a decision (`buckets[i].tokens`, the tokens left), read from
    * the request without another store call; `undefined` when that layer did not
    * decide this request (an exempt route, an allow-listed client, the layer off).
@@ -134,9 +134,10 @@ export function decorator (context: HookContext, routes: RouteQuotas): TollgateD
       if (edgeStore instanceof SettlingEdge) await edgeStore.settleNow()
     },
     decision (request, layer = 'app') {
+      if (!settings.decisions) failOption('`fastify.tollgate.decision(request)` reads the decisions kept on the request: register the plugin with `decisions: true`')
       if (layer !== 'edge' && layer !== 'app') expected(failOption, 'layer', "'edge' or 'app'", layer)
-      const decided = (request as unknown as Record<symbol, Decided | undefined>)[settings.decided[layer]]
-      return decided === undefined ? undefined : report(decided.step, decided.decision, settings.name)
+      const decided = (request as unknown as Record<symbol, RequestStep | undefined>)[settings.decided[layer]]
+      return decided?.decision === undefined ? undefined : report(decided, decided.decision, settings.name)
     },
     shadowReport (options) {
       const given = checkObject(failOption, 'shadowReport', options ?? {})

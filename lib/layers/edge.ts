@@ -51,7 +51,7 @@ export function createEdgeHook (context: HookContext, edge: EdgeSettings) {
       return
     }
     if (route !== undefined && route !== false && route.edgeOwn !== undefined) {
-      takeOwn(at, route, { layer: 'edge', buckets: [], layout: route.edgeOwn.layout, tier: undefined, request, reply, done })
+      takeOwn(at, route, { layer: 'edge', buckets: [], layout: route.edgeOwn.layout, tier: undefined, penalty: undefined, decision: undefined, request, reply, done })
       return
     }
     const layout = route === undefined ? notFound : route === false ? undefined : route.edgeLayout
@@ -60,7 +60,7 @@ export function createEdgeHook (context: HookContext, edge: EdgeSettings) {
       return
     }
     // Not false here: such a route has no layout.
-    takeClient(at, route as RouteSettings | undefined, { layer: 'edge', buckets: [], layout, tier: undefined, request, reply, done })
+    takeClient(at, route as RouteSettings | undefined, { layer: 'edge', buckets: [], layout, tier: undefined, penalty: undefined, decision: undefined, request, reply, done })
   }
   const guarded = unlessAllowed(allowed, limit)
   return function tollgateEdge (request: FastifyRequest, reply: FastifyReply, done: Done): void {
@@ -134,7 +134,7 @@ function fillOwn (at: EdgeContext, route: RouteSettings, step: RequestStep, key:
         done(error)
         return
       }
-      takeClient(at, route, { layer: 'edge', buckets: [], layout: edgeLayout, tier: undefined, request, reply, done: giveBackOnRefusal(at, first, bucket) })
+      takeClient(at, route, { layer: 'edge', buckets: [], layout: edgeLayout, tier: undefined, penalty: undefined, decision: undefined, request, reply, done: giveBackOnRefusal(at, first, bucket) })
     }
   }
   runStep(at.settings, step)

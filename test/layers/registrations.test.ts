@@ -94,7 +94,7 @@ t.test('decisions name their registration; the layer label of metrics is `<name>
 
 t.test('decision(request): what a layer decided, read in the handler without a store call', async (t) => {
   const app = Fastify()
-  await app.register(tollgate, { edge: { capacity: 10, refillPerSecond: 1 }, app: { tiers: { default: { capacity: 5, refillPerSecond: 1 } }, identify: () => ({ id: 'u' }) } })
+  await app.register(tollgate, { decisions: true, edge: { capacity: 10, refillPerSecond: 1 }, app: { tiers: { default: { capacity: 5, refillPerSecond: 1 } }, identify: () => ({ id: 'u' }) } })
   app.get('/', async (request) => ({ app: app.tollgate.decision(request), edge: app.tollgate.decision(request, 'edge') }))
   app.get('/free', { config: { rateLimit: false } }, async (request) => ({ app: app.tollgate.decision(request) ?? null }))
   const body: unknown = (await app.inject('/')).json()
@@ -102,6 +102,10 @@ t.test('decision(request): what a layer decided, read in the handler without a s
   t.same((await app.inject('/free')).json(), { app: null }, 'a route the layers leave alone')
   t.match(await failure(() => app.tollgate.decision({} as never, 'limiter' as never)), { message: "Invalid fastify-tollgate option: Expected `layer` to be 'edge' or 'app', got `\"limiter\"` (string)" })
   await app.close()
+  const off = Fastify()
+  await off.register(tollgate, { edge: { capacity: 10, refillPerSecond: 1 } })
+  t.match(await failure(() => off.tollgate.decision({} as never)), { code: 'TOLLGATE_INVALID_OPTION', message: 'Invalid fastify-tollgate option: `fastify.tollgate.decision(request)` reads the decisions kept on the request: register the plugin with `decisions: true`' })
+  await off.close()
 })
 
 t.test("route settings per registration: config.rateLimit for the unnamed, config.rateLimits.<name> for a named one; false for all", async (t) => {

@@ -46,7 +46,7 @@ type Row = [label: string, run: () => unknown, code: string, message: string]
 const rows: Row[] = [
   // Plugin options (config/: options.ts, check.ts, edge.ts, app.ts, limits.ts, penalty.ts, allow-list.ts through them)
   ['options not an object', ready('fast'), O, 'Invalid fastify-tollgate option: Expected `options` to be an object, got `"fast"` (string)'],
-  ['unknown option', ready({ edge: P, trustProxy: true }), O, 'Invalid fastify-tollgate option: Unknown option `options.trustProxy`; known options are `name`, `store`, `edge`, `app`, `allowList`, `headers`, `shadow`, `shadowReport`, `onLimit`, `warnings`, `asyncTimeoutMs`'],
+  ['unknown option', ready({ edge: P, trustProxy: true }), O, 'Invalid fastify-tollgate option: Unknown option `options.trustProxy`; known options are `name`, `store`, `edge`, `app`, `allowList`, `headers`, `shadow`, `shadowReport`, `onLimit`, `warnings`, `decisions`, `asyncTimeoutMs`'],
   ['no layer', ready({}), O, 'Invalid fastify-tollgate option: Expected at least one layer: `edge` or `app` must be set (both are omitted or `false`)'],
   ['store without consume', ready({ edge: P, store: {} }), O, 'Invalid fastify-tollgate option: Expected `store` to be a store with consume() and close(), such as memoryStore(), got `{}` (object)'],
   ['store a function', ready({ edge: P, store: function myStore () {} }), O, 'Invalid fastify-tollgate option: Expected `store` to be a store with consume() and close(), such as memoryStore(), got `function myStore` (function)'],
@@ -115,6 +115,7 @@ const rows: Row[] = [
   ['warnings not an object', ready({ edge: P, warnings: 'no' }), O, 'Invalid fastify-tollgate option: Expected `warnings` to be an object, got `"no"` (string)'],
   ['unknown warning', ready({ edge: P, warnings: { TOLLGATE_NOPE: false } }), O, 'Invalid fastify-tollgate option: Unknown option `warnings.TOLLGATE_NOPE`; known options are `TOLLGATE_TRUST_PROXY_TRUE`, `TOLLGATE_FORWARDED_WITHOUT_TRUST_PROXY`, `TOLLGATE_ONLY_ANONYMOUS`, `TOLLGATE_ROUTE_BEFORE_PLUGIN`, `TOLLGATE_IDENTITY_QUOTA_IGNORED`, `TOLLGATE_SHARED_STORE`, `TOLLGATE_EDGE_MODE_LOCAL`, `TOLLGATE_NO_ROUTES`, `TOLLGATE_TIER_ABOVE_EDGE`'],
   ['warning not a boolean', ready({ edge: P, warnings: { TOLLGATE_SHARED_STORE: 'no' } }), O, 'Invalid fastify-tollgate option: Expected `warnings.TOLLGATE_SHARED_STORE` to be a boolean, got `"no"` (string)'],
+  ['decisions', ready({ edge: P, decisions: 'yes' }), O, 'Invalid fastify-tollgate option: Expected `decisions` to be a boolean, got `"yes"` (string)'],
   ['asyncTimeoutMs', ready({ edge: P, asyncTimeoutMs: 0 }), O, 'Invalid fastify-tollgate option: Expected `asyncTimeoutMs` to be an integer from 1 to 60000, got `0` (number)'],
   ['allowList a number', ready({ edge: P, allowList: 5 }), O, 'Invalid fastify-tollgate option: Expected `allowList` to be an array of IP addresses and CIDR ranges, a function of the request, or { addresses, match }, got `5` (number)'],
   ['unknown allowList option', ready({ edge: P, allowList: { ips: [] } }), O, 'Invalid fastify-tollgate option: Unknown option `allowList.ips`; known options are `addresses`, `match`'],
