@@ -143,3 +143,20 @@ t.test('a cost lookup that fails ends the request: the other registrations get t
   t.equal((await app.tollgate.peek({ layer: 'edge', ip: '127.0.0.1' })).buckets[0]?.tokens, 5, 'nothing spent at the edge')
   await app.close()
 })
+
+t.test('a store that fails in a shadow registration gives nothing back (the request passes)', async (t) => {
+  const app = Fastify()
+  await app.register(tollgate, { edge: { capacity: 5, refillPerSecond: 0 } })
+  const down = { consume: () => { throw new Error('down') }, close () {} }
+  await app.register(tollgate, { name: 'shadowed', shadow: true, store: down, edge: { capacity: 1, refillPerSecond: 0 } })
+  app.get('/', ok)
+  t.same([(await app.inject('/')).statusCode, (await app.inject('/')).statusCode], [200, 200])
+  t.equal((await app.tollgate.peek({ layer: 'edge', ip: '127.0.0.1' })).buckets[0]?.tokens, 3, 'both requests passed: both tokens stay spent')
+  const enforced = Fastify()
+  await enforced.register(tollgate, { edge: { capacity: 5, refillPerSecond: 0 } })
+  await enforced.register(tollgate, { name: 'down', store: down, edge: { capacity: 1, refillPerSecond: 0 } })
+  enforced.get('/', ok)
+  t.equal((await enforced.inject('/')).statusCode, 503)
+  t.equal((await enforced.tollgate.peek({ layer: 'edge', ip: '127.0.0.1' })).buckets[0]?.tokens, 5, 'a 503 gives the outer token back')
+  await Promise.all([app.close(), enforced.close()])
+})

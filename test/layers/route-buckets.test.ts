@@ -132,21 +132,22 @@ t.test('TOLLGATE_TIER_ABOVE_EDGE warns once when a tier is capped by the edge, n
 })
 
 t.test("giving back a route's token: a store without refund keeps it spent; a refund that throws is logged", async (t) => {
-  for (const mode of ['none', 'throws'] as const) {
+  for (const mode of ['none', 'throws', 'rejects'] as const) {
     const store = memoryStore()
     const { lines, logger } = logSink()
     const app = Fastify({ logger })
     const wrapped = {
       consume: store.consume.bind(store),
       close: store.close.bind(store),
-      ...(mode === 'throws' ? { refund: () => { throw new Error('refund down') } } : {})
+      ...(mode === 'throws' ? { refund: () => { throw new Error('refund down') } } : {}),
+      ...(mode === 'rejects' ? { refund: async () => { throw new Error('refund down') } } : {})
     }
     await app.register(tollgate, { store: wrapped, edge: { capacity: 1, refillPerSecond: 0, key: apiKeyEdge.key } })
     app.post('/login', { config: { rateLimit: { edge: { capacity: 3, refillPerSecond: 0, key: 'ip' } } } }, async () => 'ok')
     const send = async (key: string) => (await app.inject({ method: 'POST', url: '/login', headers: { 'x-api-key': key } })).statusCode
     t.same([await send('a'), await send('a'), await send('b'), await send('c')], [200, 429, 200, 429], `${mode}: the refused request's route token stays spent`)
     await new Promise((resolve) => setImmediate(resolve))
-    t.equal(lines.filter((line) => line.msg.includes('giving back a token taken for a refused request failed')).length, mode === 'throws' ? 1 : 0)
+    t.equal(lines.filter((line) => line.msg.includes('giving back a token taken for a refused request failed')).length, mode === 'none' ? 0 : 1)
     await app.close()
   }
 })
