@@ -9,7 +9,7 @@
  */
 import type { FastifyBaseLogger } from 'fastify'
 import { ThrottledLogs } from '../output/throttled-log.js'
-import { isThenable } from './promises.js'
+import { isThenable, thenSafely } from './promises.js'
 
 /** A lookup that rejected or did not answer in time. */
 export const LOOKUP_FAILED: unique symbol = Symbol('fastify-tollgate: lookup failed')
@@ -89,7 +89,7 @@ export class Lookups {
       settle(LOOKUP_FAILED)
     }
     try {
-      promise.then((value) => {
+      thenSafely(promise, (value) => {
         if (isThenable(value)) reject(new Error('a promise resolved with another promise-like value'))
         else settle({ value })
       }, reject)

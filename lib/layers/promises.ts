@@ -13,3 +13,13 @@ export function isThenable<T> (value: T | PromiseLike<T>): value is PromiseLike<
     return false
   }
 }
+
+/**
+ * Calls `value.then(onValue, onError)` and catches what that call returns when it
+ * is itself a promise that rejects (a hand-made thenable whose `then` is async):
+ * nothing it does becomes an unhandled rejection. A `then` that throws throws here.
+ */
+export function thenSafely<T> (value: PromiseLike<T>, onValue: (value: T) => void, onError: (error: unknown) => void): void {
+  const returned: unknown = value.then(onValue, onError)
+  if (isThenable(returned)) returned.then(undefined, () => {})
+}

@@ -10,7 +10,7 @@
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify'
 import { InvalidOptionError } from '../output/errors.js'
 import type { BucketRequest, Store } from '../types/store.js'
-import { isThenable } from './promises.js'
+import { isThenable, thenSafely } from './promises.js'
 
 /** The registrations of one app's tree of contexts. */
 export interface Group {
@@ -91,7 +91,7 @@ export function giveBack (store: Store, bucket: BucketRequest, log: FastifyBaseL
   const failed = (error: unknown): void => { log.error({ err: error, key: bucket.key }, 'fastify-tollgate: giving back a token taken for a refused request failed') }
   try {
     const refunded = store.refund(bucket)
-    if (isThenable(refunded)) refunded.then(undefined, failed)
+    if (isThenable(refunded)) thenSafely(refunded, () => {}, failed)
   } catch (error) {
     failed(error)
   }

@@ -135,7 +135,8 @@ function finish (settings: Settings, step: RequestStep, decision: StoreDecision,
       step.decision = decision
       ;(request as unknown as Record<symbol, RequestStep>)[settings.decided[step.layer]] = step
     }
-    if (settings.group.size > 1) noteTake(request, { owner: settings, store: storeOf(settings, step.layer), buckets: step.buckets })
+    // A degraded pass took nothing from the shared store (uncounted, or this replica's share): nothing to give back there.
+    if (settings.group.size > 1 && decision.degraded === undefined) noteTake(request, { owner: settings, store: storeOf(settings, step.layer), buckets: step.buckets })
     step.done()
     return
   }

@@ -211,3 +211,14 @@ t.test("an async key is keyed by the address read before it was awaited (the cli
   ;(request as unknown as { ip: string | undefined }).ip = undefined
   t.equal(await pending, 'ip:203.0.113.7')
 })
+
+t.test('a hand-made thenable whose then returns a rejecting promise: no unhandled rejection', async (t) => {
+  const escaped = unhandledRejections(t)
+  const app = Fastify()
+  await app.register(tollgate, { warnings: false, asyncTimeoutMs: 5, edge: { capacity: 1, refillPerSecond: 0, key: () => ({ then: async () => { throw new Error('then rejected') } }) } })
+  app.get('/', async () => 'ok')
+  t.same([(await app.inject('/')).statusCode, (await app.inject('/')).statusCode], [200, 429], 'keyed by the client IP')
+  await later(undefined)
+  t.same(escaped, [])
+  await app.close()
+})

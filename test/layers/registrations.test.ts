@@ -160,3 +160,19 @@ t.test('a store that fails in a shadow registration gives nothing back (the requ
   t.equal((await enforced.tollgate.peek({ layer: 'edge', ip: '127.0.0.1' })).buckets[0]?.tokens, 5, 'a 503 gives the outer token back')
   await Promise.all([app.close(), enforced.close()])
 })
+
+t.test('a pass the store did not count (failMode open) is not given back when another registration refuses', async (t) => {
+  const refunds: string[] = []
+  const open = {
+    consume: (buckets: ReadonlyArray<{ policy: { capacity: number } }>) => ({ allowed: true, tokens: buckets.map((bucket) => bucket.policy.capacity), retryAfterMs: 0, degraded: 'open' as const }),
+    refund: (bucket: { key: string }) => { refunds.push(bucket.key); return 0 },
+    close () {}
+  }
+  const app = Fastify()
+  await app.register(tollgate, { store: open, edge: { capacity: 5, refillPerSecond: 0 } })
+  await app.register(tollgate, { name: 'inner', edge: { capacity: 1, refillPerSecond: 0 } })
+  app.get('/', ok)
+  t.same([(await app.inject('/')).statusCode, (await app.inject('/')).statusCode, (await app.inject('/')).statusCode], [200, 429, 429])
+  t.same(refunds, [], 'nothing was taken, nothing is given back')
+  await app.close()
+})
