@@ -78,7 +78,7 @@ t.test('an async allow-list runs in the app layer too', async (t) => {
 t.test('an async identify is awaited (its tier applies); one that rejects or hangs is anonymous', async (t) => {
   const escaped = unhandledRejections(t)
   const { app, lines } = await appWith({
-    asyncTimeoutMs: 5,
+    asyncTimeoutMs: 300,
     app: {
       tiers: { default: { capacity: 1, refillPerSecond: 0 }, vip: { capacity: 3, refillPerSecond: 0 } },
       identify: async (request) => {
@@ -100,7 +100,7 @@ t.test('an async cost is awaited; one that rejects or hangs is a 503 TOLLGATE_LO
   const escaped = unhandledRejections(t)
   const { lines, logger } = logSink()
   const app = Fastify({ logger })
-  await app.register(tollgate, { asyncTimeoutMs: 5, warnings: false, app: { tiers: { default: { capacity: 10, refillPerSecond: 0 } }, identify: () => ({ id: 'u' }) } })
+  await app.register(tollgate, { asyncTimeoutMs: 300, warnings: false, app: { tiers: { default: { capacity: 10, refillPerSecond: 0 } }, identify: () => ({ id: 'u' }) } })
   const cost = async (request: { headers: Record<string, unknown> }): Promise<number> => {
     const given = request.headers['x-cost']
     if (given === 'fail') return failing()
@@ -159,7 +159,7 @@ t.test('Lookups: a value, a rejection, a timeout, a rejection after the timeout'
 
 t.test("a limiter awaits an async allow-list, its key and its cost (a failed cost lookup: 503)", async (t) => {
   const app = Fastify()
-  await app.register(tollgate, { warnings: false, asyncTimeoutMs: 5, edge: { capacity: 1000, refillPerSecond: 0 }, allowList: async (request) => later(request.headers['x-partner'] === 'yes') })
+  await app.register(tollgate, { warnings: false, asyncTimeoutMs: 300, edge: { capacity: 1000, refillPerSecond: 0 }, allowList: async (request) => later(request.headers['x-partner'] === 'yes') })
   const limit = app.tollgate.limiter({
     name: 'lim',
     capacity: 2,
