@@ -19,7 +19,7 @@ import { attachAppHook, createUnseenRouteHook, hookOfKind } from './layers/app-h
 import type { HookContext, Settings } from './layers/context.js'
 import { decorator } from './layers/decorator.js'
 import { createEdgeHook } from './layers/edge.js'
-import { appKeys, storedUserId } from './layers/keys.js'
+import { appKeys } from './layers/keys.js'
 import type { RouteQuotas } from './layers/manual.js'
 import { join } from './layers/registrations.js'
 import { RouteTable } from './layers/routes.js'
@@ -37,7 +37,7 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
   const routeQuotas: RouteQuotas = new Map()
   publish(decorator(context, routeQuotas))
   if (edge !== undefined) fastify.addHook('onRequest', createEdgeHook(context, edge))
-  const appContext: AppHookContext | undefined = app === undefined ? undefined : { ...context, app, keys: appKeys(edge?.ipv6Subnet ?? 64, context.perConnection, storedUserId(app.digestIds, edge?.keySecret), settings.name) }
+  const appContext: AppHookContext | undefined = app === undefined ? undefined : { ...context, app, keys: appKeys(edge?.ipv6Subnet ?? 64, context.perConnection, app.userId, settings.name) }
   // Routes already in the router were declared before the plugin loaded, unseen by onRoute:
   // a global hook runs the app layer for them. Fastify prints an empty router as
   // `(empty tree)`; any other text (another version's) adds the hook, the safe side.

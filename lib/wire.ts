@@ -12,7 +12,7 @@ import { ShadowCounter } from './output/shadow-report.js'
 import { MemoryStore } from './stores/memory.js'
 import { ReplicaShareEdge } from './stores/replica-share.js'
 import { SettlingEdge } from './stores/settling/index.js'
-import type { EdgeSettings, Settings } from './layers/context.js'
+import type { AppSettings, EdgeSettings, Settings } from './layers/context.js'
 import { IdentityQuotas } from './layers/identity-quota.js'
 import { edgeKeys, storedUserId } from './layers/keys.js'
 import { Lookups } from './layers/lookup.js'
@@ -34,7 +34,7 @@ export function wire (plan: Plan, log: FastifyBaseLogger, group: Group): Wired {
   store.useLogger?.(log)
   const edge = plan.edge === undefined ? undefined : wireEdge(plan.edge, store, clock, plan.name)
   if (edge !== undefined && edge.store !== store) edge.store.useLogger?.(log)
-  const app = plan.app === undefined ? undefined : { ...plan.app, identityQuotas: identityQuotas(plan.app, plan) }
+  const app = plan.app === undefined ? undefined : wireApp(plan.app, plan)
   const penalties = new Penalties(store, () => log, store.localClock)
   const shadowCounter = plan.shadow ? new ShadowCounter(plan.shadowReport.minutes, plan.shadowReport.keys, clock) : undefined
   const lookups = new Lookups(plan.asyncTimeoutMs, log, clock)
@@ -50,11 +50,11 @@ export function wire (plan: Plan, log: FastifyBaseLogger, group: Group): Wired {
   }
 }
 
-/** The check of identities' quotas under `app.maxQuota` (none without it); its log names a user as store keys do. */
-function identityQuotas (app: AppPlan, plan: Plan): IdentityQuotas | undefined {
-  if (app.maxQuota === undefined) return undefined
+/** The app layer's settings: a user id as keys hold it, and the check of identities' quotas under `app.maxQuota` (none without it), whose log names a user so too. */
+function wireApp (app: AppPlan, plan: Plan): AppSettings {
   const userId = storedUserId(app.digestIds, plan.edge?.keySecret)
-  return new IdentityQuotas({ max: app.maxQuota, quotaShare: plan.quotaShare, registration: plan.name, userId })
+  const identityQuotas = app.maxQuota === undefined ? undefined : new IdentityQuotas({ max: app.maxQuota, quotaShare: plan.quotaShare, registration: plan.name, userId })
+  return { ...app, identityQuotas, userId }
 }
 
 /** The edge's settings: its key caches, and the store it decides with (one in front of `store` under a local mode). */

@@ -27,6 +27,8 @@ export interface EdgeSettings extends EdgePlan {
 export interface AppSettings extends AppPlan {
   /** Checks identities' quotas against `app.maxQuota`; `undefined` without it. */
   identityQuotas: IdentityQuotas | undefined
+  /** A user id as store keys and logs hold it (its digest under `app.digestIds`; keys.ts `storedUserId`). */
+  userId: (id: string) => string
 }
 
 export interface Settings extends Omit<Plan, 'store' | 'edge' | 'app'> {

@@ -12,7 +12,7 @@ import type { BucketPolicy } from '../types/engine.js'
 import { keyOf } from './client-key.js'
 import { namedPolicy, type NamedPolicy } from '../output/headers.js'
 import { bucketKey, inRegistration, manualKey } from '../output/key-format.js'
-import { clientAddress, storedUserId } from './keys.js'
+import { clientAddress } from './keys.js'
 import { routeBucketOf, routeOfBucket } from '../output/route-names.js'
 import { overdraws } from '../engine/share.js'
 import { storeOf, type Settings } from './context.js'
@@ -165,7 +165,7 @@ function appBucket (m: Manual, bucket: Record<string, unknown>): Resolved {
   if (user !== undefined) {
     checkKnownKeys(failOption, 'bucket', bucket, ['layer', 'user', 'tier', 'route'])
     kind = 'user'
-    id = storedUserId(app.digestIds, m.settings.edge?.keySecret)(checkId('bucket.user', user))
+    id = app.userId(checkId('bucket.user', user))
     if (tier !== undefined && typeof tier !== 'string') expected(failOption, 'bucket.tier', 'a string', tier)
     // As the app layer maps a tier claim: an own name of app.tiers, else default.
     tierName = typeof tier === 'string' && Object.hasOwn(app.tiers, tier) ? tier : 'default'
