@@ -2,7 +2,7 @@
  * Every option, one row each: its name, its type and default as the docs show
  * them, and its doc line. The key lists that validation checks against
  * (`Unknown option ...`) are derived from these rows, and a test checks the
- * README's option tables against them: an option added here is documented
+ * option tables of docs/options.md against them: an option added here is documented
  * there, and one removed here cannot linger there. The checks themselves are the
  * functions of config/ (one per option group), each naming the option it checks.
  */

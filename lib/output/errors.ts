@@ -1,6 +1,6 @@
 /**
  * Every error this plugin raises, in one place. Each has a stable `code`
- * (documented in the README's error table) and an HTTP status.
+ * (documented in the error table of docs/errors.md) and an HTTP status.
  */
 import createError from '@fastify/error'
 import type { FastifyErrorConstructor } from '@fastify/error'

@@ -242,7 +242,7 @@ export interface TollgateOptions {
   /**
    * The longest wait, in ms (1 to 60 000), for a promise returned by one of your
    * functions (`edge.key`, the allow-list, `app.identify`, a route's cost or edge
-   * key). A rejection or a late answer has the outcome of a throw (the README's
+   * key). A rejection or a late answer has the outcome of a throw (docs/manual.md,
    * "Async functions"). Default 1000.
    */
   asyncTimeoutMs?: number | undefined

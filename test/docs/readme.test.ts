@@ -1,9 +1,12 @@
 /**
  * What a new user tries first, tried as they would:
  *
+ * - README.md is short, in the order a user needs it (under 400 lines of at most
+ *   120 characters), lists every example and links every page of docs/;
  * - every ```ts block of README.md type-checks as pasted and runs as pasted, its
  *   `app` closed, the process exiting by itself with nothing on stderr (snippets.ts
- *   says how; MIGRATING.md's blocks get the same in migrating.test.ts);
+ *   says how; MIGRATING.md's blocks get the same in migrating.test.ts, docs/'s in
+ *   pages.test.ts);
  * - the lines `npm start`, `npm run example jwt-tiers`, `route-cost`, `replica-share`,
  *   `redis` and most `frl-*` print under "Try it:", sent in order with fetch as bash and curl would, give
  *   the statuses their comments print (the first two pasted twice: the token
@@ -14,22 +17,51 @@
  * (type-checked, not run).
  */
 import t, { type Test } from 'tap'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { FastifyInstance } from 'fastify'
 import { requireRedis, startRedis } from '../redis-server.js'
 import { runExample } from '../run-example.js'
-import { documentBlocks, emitted, SECRET, testBlocks } from './snippets.js'
+import { EXAMPLES } from '../../examples/example.js'
+import { documentBlocks, emitted, ROOT, SECRET, testBlocks } from './snippets.js'
 
 // Child processes and a TypeScript program of their own: more than tap's 30 s on a busy machine.
 t.setTimeout(240_000)
 
+const README = readFileSync(join(ROOT, 'README.md'), 'utf8')
 const readme = documentBlocks('README.md', 'readme')
 const { checked } = readme
-testBlocks(t, readme, 2)
+testBlocks(t, readme, 4)
+
+t.test('README: short, in the order a user needs it', async (t) => {
+  const lines = README.split('\n')
+  t.ok(lines.length <= 400, `${lines.length} lines`)
+  t.same(lines.map((line, i) => [i + 1, line.length]).filter(([, length]) => (length as number) > 120), [], 'no line over 120 characters')
+  const sections = lines.filter((line) => line.startsWith('## ')).map((line) => line.slice(3))
+  const order = ['Install', 'Quick start', 'Options at a glance', 'Several replicas', 'Headers and errors', 'Watching it',
+    'Coming from `@fastify/rate-limit`', 'Examples', 'Documentation']
+  t.same(order.map((name) => sections.findIndex((section) => section.startsWith(name))), order.map((_, i) => i), `sections in order: ${sections.join(' | ')}`)
+  t.match(README, /B \+ R·t/, 'the token bucket\'s bound')
+  t.match(README, /^npm pack$/m, 'an install that works before the package is published')
+  t.match(README, /^npm i \/path\/to\/fastify-tollgate-\d+\.\d+\.\d+\.tgz fastify$/m, 'and the tarball installed')
+  t.match(README, /^npm i fastify-tollgate fastify$/m, 'the install once published')
+  t.match(README, /Node\.js 20\.19 or later/, 'the Node requirement')
+  t.notMatch(README, /^## (Development|Performance|Engine)\b/m, 'no contributor or benchmark sections: they have pages of their own')
+})
+
+t.test('README: the examples table names every example (the frl-* ones are in MIGRATING.md)', async (t) => {
+  const migrating = readFileSync(join(ROOT, 'MIGRATING.md'), 'utf8')
+  for (const name of EXAMPLES) {
+    if (name === 'server') t.match(README, /`npm start` \(= `npm run example server`\)/, name)
+    else if (name.startsWith('frl-')) t.ok(migrating.includes(`\`${name}\``), `${name} in MIGRATING.md`)
+    else t.ok(README.includes(`| \`npm run example ${name}\` |`), name)
+  }
+})
 
 t.test('README usage: one VIP user alone on an address meets their own quota, not the edge', async (t) => {
-  const usage = checked.find((block) => block.section === 'Usage')
-  if (usage === undefined) return t.fail('README has a Usage block')
+  const usage = checked.find((block) => block.section === 'Users and tiers')
+  if (usage === undefined) return t.fail('README has a block under "Users and tiers"')
   process.env.JWT_SECRET ??= SECRET
   process.env.PORT ??= '0'
   const { app } = await import(pathToFileURL(emitted(usage)).href) as { app: FastifyInstance }

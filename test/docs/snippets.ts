@@ -1,6 +1,6 @@
 /**
- * The ```ts blocks of a user document (README.md, MIGRATING.md), tried as a user
- * pastes them:
+ * The ```ts blocks of a user document (README.md, MIGRATING.md, docs/*.md), tried
+ * as a user pastes them:
  *
  * - every block type-checks as pasted, with the repository's TypeScript and
  *   compiler options (`strict` and more, as `tsc --init` sets them; unused names
@@ -26,6 +26,8 @@ export const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
 export const SECRET = 'readme-test-secret-0123456789'
 
 export interface Snippet {
+  /** The document, from the repository's root: `README.md`, `docs/options.md`. */
+  document: string
   /** The document's line of the opening fence (1-based). */
   line: number
   /** The heading the block is under. */
@@ -38,7 +40,7 @@ export interface Snippet {
 
 /** A document's blocks, and where they are written: inside the package, so that 'fastify-tollgate' resolves to the package itself (dist/) as it does for a user. */
 export interface DocumentBlocks {
-  /** `README.md`, `MIGRATING.md`: at the repository's root. */
+  /** `README.md`, `docs/options.md`: from the repository's root. */
   document: string
   /** Every ts block, skipped ones included. */
   blocks: Snippet[]
@@ -49,7 +51,7 @@ export interface DocumentBlocks {
 }
 
 /** Every ```ts block of a markdown text, with the mode its marker (if any) gives it; written as `<out>/<prefix>-line-<n>.ts`. */
-export function snippets (markdown: string, out: string, prefix: string): Snippet[] {
+export function snippets (markdown: string, out: string, prefix: string, document = `${prefix}.md`): Snippet[] {
   const lines = markdown.split('\n')
   const found: Snippet[] = []
   let section = ''
@@ -65,6 +67,7 @@ export function snippets (markdown: string, out: string, prefix: string): Snippe
       const before = lines.slice(0, i).findLast((l) => l.trim() !== '') ?? ''
       const marker = /^<!--\s*readme-test:\s*(skip|compile-only)\b.*-->\s*$/.exec(before)
       found.push({
+        document,
         line: i + 1,
         section,
         code: lines.slice(i + 1, end).join('\n'),
@@ -81,7 +84,7 @@ export function snippets (markdown: string, out: string, prefix: string): Snippe
 const declaresApp = (code: string): boolean => /^(?:const|let|var) app\b/m.test(code)
 
 /** Writes the blocks under `out`, type-checks them as one program and emits their JavaScript; returns the errors of each, as `<document>:<line>: TS…`. */
-function compile (blocks: Snippet[], out: string, document: string): Map<Snippet, string[]> {
+function compile (blocks: Snippet[], out: string): Map<Snippet, string[]> {
   rmSync(out, { recursive: true, force: true })
   mkdirSync(out, { recursive: true })
   for (const block of blocks) writeFileSync(block.file, `${block.code}\n${declaresApp(block.code) ? 'export { app }' : 'export {}'}\n`)
@@ -98,7 +101,8 @@ function compile (blocks: Snippet[], out: string, document: string): Map<Snippet
     const at = diagnostic.file !== undefined && diagnostic.start !== undefined
       ? diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start).line + 1
       : 0
-    const message = `${document}:${block === undefined ? '?' : block.line + at}: TS${diagnostic.code}: ${ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n')}`
+    const where = block === undefined ? `${diagnostic.file?.fileName ?? '?'}:?` : `${block.document}:${block.line + at}`
+    const message = `${where}: TS${diagnostic.code}: ${ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n')}`
     if (block !== undefined) errors.get(block)?.push(message)
     else errors.forEach((list) => list.push(message))
   }
@@ -107,10 +111,25 @@ function compile (blocks: Snippet[], out: string, document: string): Map<Snippet
 
 /** Reads `document` (at the repository's root), writes its blocks under build/`folder`/ and compiles those not marked skip. */
 export function documentBlocks (document: string, folder: string): DocumentBlocks {
+  const [blocks] = documentsBlocks([document], folder)
+  if (blocks === undefined) throw new Error(`no blocks for ${document}`)
+  return blocks
+}
+
+/**
+ * The blocks of several documents (`docs/options.md`, …), written under
+ * build/`folder`/ (each file named after its document) and compiled as one
+ * program: one type-check for all, each document's errors its own.
+ */
+export function documentsBlocks (documents: string[], folder: string): DocumentBlocks[] {
   const out = join(ROOT, 'build', folder)
-  const blocks = snippets(readFileSync(join(ROOT, document), 'utf8'), out, folder)
-  const checked = blocks.filter((block) => block.mode !== 'skip')
-  return { document, blocks, checked, errors: compile(checked, out, document) }
+  const found = documents.map((document) => {
+    const prefix = document.replace(/\.md$/, '').replace(/[^\w-]/g, '-')
+    const blocks = snippets(readFileSync(join(ROOT, document), 'utf8'), out, prefix, document)
+    return { document, blocks, checked: blocks.filter((block) => block.mode !== 'skip') }
+  })
+  const errors = compile(found.flatMap(({ checked }) => checked), out)
+  return found.map((page) => ({ ...page, errors }))
 }
 
 /** The JavaScript emitted for a block. */

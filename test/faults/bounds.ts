@@ -1,6 +1,6 @@
 /**
  * The stated bounds on what the edge admits in a window, one function per case,
- * as the README states them. B capacity, R refill per second, N replicas,
+ * as docs/failures.md states them. B capacity, R refill per second, N replicas,
  * h = fallbackHeadroom, t the measured window (s), d the seconds Redis was
  * unreachable within it (summed over stalls), k the replicas cut off, M the
  * replicas after a scale-up, I the heartbeat interval (s). A run passes when it
