@@ -9,7 +9,7 @@ import { execFile } from 'node:child_process'
 import { cp, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises'
 import { existsSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 // npm install and two full type-checks of fastify's declarations, on a shared machine.
@@ -46,7 +46,7 @@ async function must (command: string, args: string[], cwd: string): Promise<stri
 const consumer = await mkdtemp(join(tmpdir(), 'tollgate-consumer-'))
 t.teardown(() => rm(consumer, { recursive: true, force: true }))
 
-// dist/ is already built by `npm test`; --ignore-scripts keeps `prepare` from
+// dist/ is already built by `npm test`; --ignore-scripts keeps `prepack` from
 // rebuilding it under the feet of the test files running beside this one.
 const [packed] = JSON.parse(await must('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', consumer], ROOT)) as
   [{ filename: string, files: Array<{ path: string }> }]
@@ -60,16 +60,27 @@ await cp(FIXTURES, consumer, { recursive: true })
 await must('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', `./${packed.filename}`,
   peer('fastify'), peer('@fastify/jwt'), peer('@types/node'), peer('prom-client')], consumer)
 
-t.test('the tarball holds what a user needs, and nothing from the repository\'s tooling', async (t) => {
-  const sources = (await readdir(join(ROOT, 'lib'), { recursive: true }))
-    .filter((file) => file.endsWith('.ts')).map((file) => file.replace(/\.ts$/, ''))
-  t.ok(sources.length > 0, 'lib/ has sources')
-  const wanted = ['package.json', 'README.md', 'CHANGELOG.md',
-    ...sources.flatMap((name) => [`dist/${name}.js`, `dist/${name}.d.ts`])]
+t.test('the tarball holds what a user needs, and nothing from the repository\'s tooling (docs/decisions/0001-tarball-contents.md)', async (t) => {
+  const lib = await readdir(join(ROOT, 'lib'), { recursive: true, withFileTypes: true })
+  const sources = lib.filter((entry) => entry.isFile()).map((entry) => relative(join(ROOT, 'lib'), join(entry.parentPath, entry.name)))
+  t.ok(sources.some((file) => file.endsWith('.lua')), 'lib/ has Lua scripts besides its TypeScript')
+  const docs = (await readdir(join(ROOT, 'docs'))).filter((file) => file.endsWith('.md')).map((file) => `docs/${file}`)
+  t.ok(docs.length > 0, 'docs/ has pages')
+  const wanted = ['package.json', 'README.md', 'CHANGELOG.md', 'MIGRATING.md', ...docs,
+    ...sources.flatMap((file) => file.endsWith('.ts') ? [`dist/${file.replace(/\.ts$/, '.js')}`, `dist/${file.replace(/\.ts$/, '.d.ts')}`] : [`dist/${file}`])]
   if (existsSync(join(ROOT, 'LICENSE'))) wanted.push('LICENSE')
-  t.same(wanted.filter((file) => !files.includes(file)), [], 'no file missing')
-  t.same(files.filter((file) => /^(test|bench|demo|build|examples|coverage|\.tap|\.ci|node_modules)\//.test(file)), [],
+  t.same(wanted.filter((file) => !files.includes(file)), [], 'no file missing: the modules, their types, the Lua, the documents the README names')
+  t.same(files.filter((file) => !wanted.includes(file)), [], 'no other file')
+  t.same(files.filter((file) => /\.map$|\.tsbuildinfo$|^lib\/|^docs\/decisions\//.test(file)), [],
+    'no source map, build state, lib/ source or decision record')
+  t.same(files.filter((file) => /^(test|bench|demo|build|examples|scripts|coverage|\.tap|\.ci|node_modules)\//.test(file)), [],
     'nothing from test/, bench/, demo/, build/, examples/ or the tooling')
+})
+
+t.test('no install script: npm 11 warns of one on every install ("install scripts not yet covered by allowScripts")', async (t) => {
+  const manifest = JSON.parse(await readFile(join(consumer, 'node_modules', 'fastify-tollgate', 'package.json'), 'utf8')) as
+    { scripts?: Record<string, string> }
+  t.same(Object.keys(manifest.scripts ?? {}).filter((name) => /^(preinstall|install|postinstall|prepare)$/.test(name)), [])
 })
 
 t.test('the npm page: an install line, the repository, and links that work outside the repository', async (t) => {
