@@ -83,7 +83,7 @@ t.test('no install script: npm 11 warns of one on every install ("install script
   t.same(Object.keys(manifest.scripts ?? {}).filter((name) => /^(preinstall|install|postinstall|prepare)$/.test(name)), [])
 })
 
-t.test('the npm page: an install line, the repository, and links that work outside the repository', async (t) => {
+t.test('the npm page: an install line, the repository, and links that name files of the repository or the package', async (t) => {
   const installed = join(consumer, 'node_modules', 'fastify-tollgate')
   const manifest = JSON.parse(await readFile(join(installed, 'package.json'), 'utf8')) as
     { repository?: { url?: string }, homepage?: string, bugs?: { url?: string } }
@@ -96,13 +96,18 @@ t.test('the npm page: an install line, the repository, and links that work outsi
   t.match(readme, /^npm i fastify-tollgate\b/m, 'an install line')
   const targets = [...readme.matchAll(/\]\(([^)\s]+)\)|(?:src|href)="([^"]+)"/g)].map((match) => match[1] ?? match[2] ?? '')
   t.ok(targets.length > 0, 'the README has links')
-  t.same(targets.filter((target) => !/^(https:\/\/|#)/.test(target)), [], 'no relative link (they break on the npm page)')
-  // Links into the repository name files that exist (on main once pushed; here, in the working tree).
+  t.same(targets.filter((target) => /^[a-z]+:/.test(target) && !target.startsWith('https://')), [], 'absolute links are https')
+  // Links into the repository, absolute (on main once pushed; here, in the working tree) or relative.
   const raw = repo.replace('https://github.com/', 'https://raw.githubusercontent.com/') + '/main/'
-  const paths = targets.flatMap((target) => [`${repo}/blob/main/`, `${repo}/tree/main/`, raw]
-    .filter((prefix) => target.startsWith(prefix)).map((prefix) => target.slice(prefix.length).replace(/#.*$/, '')))
+  const absolute = targets.flatMap((target) => [`${repo}/blob/main/`, `${repo}/tree/main/`, raw]
+    .filter((prefix) => target.startsWith(prefix)).map((prefix) => target.slice(prefix.length)))
+  const local = targets.filter((target) => !/^([a-z]+:|#)/.test(target))
+  const paths = [...absolute, ...local].map((target) => target.replace(/#.*$/, '').replace(/\/$/, ''))
   t.ok(paths.length > 0, 'the README links into the repository')
   t.same(paths.filter((path) => !existsSync(join(ROOT, path))), [], 'every repository link names a file of the repository')
+  // The documents a user reads beside the README ship with it (docs/decisions/0001-tarball-contents.md).
+  t.same(paths.filter((path) => /^(MIGRATING\.md|CHANGELOG\.md|docs\/[^/]+\.md)$/.test(path) && !files.includes(path)), [],
+    'every user document the README names is in the tarball')
 })
 
 t.test('ESM: the default export and the named stores, registered and limiting', async (t) => {
