@@ -9,7 +9,7 @@ import { execFile } from 'node:child_process'
 import { cp, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises'
 import { existsSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 // npm install and two full type-checks of fastify's declarations, on a shared machine.
@@ -46,7 +46,7 @@ async function must (command: string, args: string[], cwd: string): Promise<stri
 const consumer = await mkdtemp(join(tmpdir(), 'tollgate-consumer-'))
 t.teardown(() => rm(consumer, { recursive: true, force: true }))
 
-// dist/ is already built by `npm test`; --ignore-scripts keeps `prepare` from
+// dist/ is already built by `npm test`; --ignore-scripts keeps `prepack` from
 // rebuilding it under the feet of the test files running beside this one.
 const [packed] = JSON.parse(await must('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', consumer], ROOT)) as
   [{ filename: string, files: Array<{ path: string }> }]
@@ -60,19 +60,30 @@ await cp(FIXTURES, consumer, { recursive: true })
 await must('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', `./${packed.filename}`,
   peer('fastify'), peer('@fastify/jwt'), peer('@types/node'), peer('prom-client')], consumer)
 
-t.test('the tarball holds what a user needs, and nothing from the repository\'s tooling', async (t) => {
-  const sources = (await readdir(join(ROOT, 'lib'), { recursive: true }))
-    .filter((file) => file.endsWith('.ts')).map((file) => file.replace(/\.ts$/, ''))
-  t.ok(sources.length > 0, 'lib/ has sources')
-  const wanted = ['package.json', 'README.md', 'CHANGELOG.md',
-    ...sources.flatMap((name) => [`dist/${name}.js`, `dist/${name}.d.ts`])]
+t.test('the tarball holds what a user needs, and nothing from the repository\'s tooling (docs/decisions/0001-tarball-contents.md)', async (t) => {
+  const lib = await readdir(join(ROOT, 'lib'), { recursive: true, withFileTypes: true })
+  const sources = lib.filter((entry) => entry.isFile()).map((entry) => relative(join(ROOT, 'lib'), join(entry.parentPath, entry.name)))
+  t.ok(sources.some((file) => file.endsWith('.lua')), 'lib/ has Lua scripts besides its TypeScript')
+  const docs = (await readdir(join(ROOT, 'docs'))).filter((file) => file.endsWith('.md')).map((file) => `docs/${file}`)
+  t.ok(docs.length > 0, 'docs/ has pages')
+  const wanted = ['package.json', 'README.md', 'CHANGELOG.md', 'MIGRATING.md', ...docs,
+    ...sources.flatMap((file) => file.endsWith('.ts') ? [`dist/${file.replace(/\.ts$/, '.js')}`, `dist/${file.replace(/\.ts$/, '.d.ts')}`] : [`dist/${file}`])]
   if (existsSync(join(ROOT, 'LICENSE'))) wanted.push('LICENSE')
-  t.same(wanted.filter((file) => !files.includes(file)), [], 'no file missing')
-  t.same(files.filter((file) => /^(test|bench|demo|build|examples|coverage|\.tap|\.ci|node_modules)\//.test(file)), [],
+  t.same(wanted.filter((file) => !files.includes(file)), [], 'no file missing: the modules, their types, the Lua, the documents the README names')
+  t.same(files.filter((file) => !wanted.includes(file)), [], 'no other file')
+  t.same(files.filter((file) => /\.map$|\.tsbuildinfo$|^lib\/|^docs\/decisions\//.test(file)), [],
+    'no source map, build state, lib/ source or decision record')
+  t.same(files.filter((file) => /^(test|bench|demo|build|examples|scripts|coverage|\.tap|\.ci|node_modules)\//.test(file)), [],
     'nothing from test/, bench/, demo/, build/, examples/ or the tooling')
 })
 
-t.test('the npm page: an install line, the repository, and links that work outside the repository', async (t) => {
+t.test('no install script: npm 11 warns of one on every install ("install scripts not yet covered by allowScripts")', async (t) => {
+  const manifest = JSON.parse(await readFile(join(consumer, 'node_modules', 'fastify-tollgate', 'package.json'), 'utf8')) as
+    { scripts?: Record<string, string> }
+  t.same(Object.keys(manifest.scripts ?? {}).filter((name) => /^(preinstall|install|postinstall|prepare)$/.test(name)), [])
+})
+
+t.test('the npm page: an install line, the repository, and links that name files of the repository or the package', async (t) => {
   const installed = join(consumer, 'node_modules', 'fastify-tollgate')
   const manifest = JSON.parse(await readFile(join(installed, 'package.json'), 'utf8')) as
     { repository?: { url?: string }, homepage?: string, bugs?: { url?: string } }
@@ -85,13 +96,18 @@ t.test('the npm page: an install line, the repository, and links that work outsi
   t.match(readme, /^npm i fastify-tollgate\b/m, 'an install line')
   const targets = [...readme.matchAll(/\]\(([^)\s]+)\)|(?:src|href)="([^"]+)"/g)].map((match) => match[1] ?? match[2] ?? '')
   t.ok(targets.length > 0, 'the README has links')
-  t.same(targets.filter((target) => !/^(https:\/\/|#)/.test(target)), [], 'no relative link (they break on the npm page)')
-  // Links into the repository name files that exist (on main once pushed; here, in the working tree).
+  t.same(targets.filter((target) => /^[a-z]+:/.test(target) && !target.startsWith('https://')), [], 'absolute links are https')
+  // Links into the repository, absolute (on main once pushed; here, in the working tree) or relative.
   const raw = repo.replace('https://github.com/', 'https://raw.githubusercontent.com/') + '/main/'
-  const paths = targets.flatMap((target) => [`${repo}/blob/main/`, `${repo}/tree/main/`, raw]
-    .filter((prefix) => target.startsWith(prefix)).map((prefix) => target.slice(prefix.length).replace(/#.*$/, '')))
+  const absolute = targets.flatMap((target) => [`${repo}/blob/main/`, `${repo}/tree/main/`, raw]
+    .filter((prefix) => target.startsWith(prefix)).map((prefix) => target.slice(prefix.length)))
+  const local = targets.filter((target) => !/^([a-z]+:|#)/.test(target))
+  const paths = [...absolute, ...local].map((target) => target.replace(/#.*$/, '').replace(/\/$/, ''))
   t.ok(paths.length > 0, 'the README links into the repository')
   t.same(paths.filter((path) => !existsSync(join(ROOT, path))), [], 'every repository link names a file of the repository')
+  // The documents a user reads beside the README ship with it (docs/decisions/0001-tarball-contents.md).
+  t.same(paths.filter((path) => /^(MIGRATING\.md|CHANGELOG\.md|docs\/[^/]+\.md)$/.test(path) && !files.includes(path)), [],
+    'every user document the README names is in the tarball')
 })
 
 t.test('ESM: the default export and the named stores, registered and limiting', async (t) => {
