@@ -14,6 +14,8 @@ const CASE_TIMEOUT_MS = 40_000
 
 export function shortSuite (t: Test, cases: FaultCase[]): void {
   if (!requireRedis(t)) return
+  // The cases side by side: each has its own Redis, replicas and load, and mostly waits for its window to pass.
+  t.jobs = cases.length
   for (const faultCase of cases) {
     t.test(`fault ${faultCase.id}: at most ${faultCase.bound} admitted`, { timeout: CASE_TIMEOUT_MS }, async (t) => {
       const result = await runCase(faultCase)
