@@ -79,6 +79,12 @@ export class TapSummary {
       if (failed && own.failures === 0) this.fail(path)
       return
     }
+    if (depth === 0) {
+      // A file tap timed out: \`not ok 80 - timeout!\`, its YAML naming the file (\`expired:\`).
+      this.files.push({ file: name, ok: !failed, ms: 0 })
+      if (failed) this.fail([name, name])
+      return
+    }
     if (/^skip$/i.test(directive ?? '')) this.counts.skip++
     else if (/^todo$/i.test(directive ?? '')) this.counts.todo++
     else if (failed) this.counts.fail++
@@ -106,6 +112,13 @@ export class TapSummary {
     }
     if (text === `${yaml.indent}...`) {
       this.yaml = undefined
+      const expired = yaml.indent === '  ' ? /^expired: (.*)$/m.exec(yaml.failure.diagnostic.join('\n'))?.[1] : undefined
+      const file = this.files.at(-1)
+      if (expired !== undefined && file !== undefined && file.file === yaml.failure.file) {
+        yaml.failure.file = expired
+        if (this.files.some((other) => other.file === expired)) this.files.pop()
+        else file.file = expired
+      }
       return
     }
     yaml.failure.diagnostic.push(text.startsWith(yaml.indent) ? text.slice(yaml.indent.length) : text)
@@ -128,9 +141,10 @@ export function shortDiagnostic (diagnostic: string[], maxLines = 24): string[] 
     if (top !== null) key = top[1] as string
     if (key === 'at') {
       at ??= {}
+      // The first fileName and lineNumber: the source's (TypeScript), not the \`generated:\` ones below them.
       const field = /^\s+(fileName|lineNumber): (.*)$/.exec(line)
-      if (field?.[1] === 'fileName') at.file = field[2]
-      if (field?.[1] === 'lineNumber') at.line = field[2]
+      if (field?.[1] === 'fileName') at.file ??= field[2]
+      if (field?.[1] === 'lineNumber') at.line ??= field[2]
     } else if (!NOISE.has(key)) {
       kept.push(line)
     }

@@ -32,9 +32,10 @@ const tapCommand = (): string => existsSync(TAP_BIN) ? TAP_BIN : 'tap'
 
 /**
  * Test files at once. On 2 cores most files wait (Redis round trips, timers,
- * child processes), so more than one a core keeps both busy.
+ * child processes), so two a core keep both busy; more starve the files that
+ * compute (their timeouts are wall time).
  */
-export const JOBS = 8
+export const JOBS = 4
 
 /** What `--quick` runs: no Redis (skipped), no coverage. */
 export const QUICK = ['build/test/engine', 'build/test/stores/memory.test.js', 'build/test/layers', 'build/test/config']
@@ -62,6 +63,7 @@ export function plan (argv: string[], redis: boolean, ci: boolean): Plan {
   const jobs = rest.some((arg) => /^(--jobs|-j)/.test(arg)) ? [] : [`--jobs=${JOBS}`]
   const files = quick && !rest.some((arg) => !arg.startsWith('-')) ? QUICK : []
   if (quick) return { quick, args: ['--reporter=tap', ...jobs, '--disable-coverage', ...rest, ...files], coverage: 'off' }
+  if (rest.includes('--disable-coverage')) return { quick, args: ['--reporter=tap', ...jobs, ...rest], coverage: 'off' }
   const relax = coverageArgs(redis, ci)
   return {
     quick,
@@ -131,7 +133,7 @@ export function report (summary: TapSummary, run: { code: number, ms: number, pl
   const coverageOk = run.plan.coverage !== 'enforced' || run.coverage?.full === true
   const ok = run.code === 0 && failures.length === 0 && failedFiles === 0 && summary.bailedOut === undefined && coverageOk
   const coverageLine = run.plan.coverage === 'off'
-    ? 'not measured (--quick)'
+    ? `not measured (${run.plan.quick ? '--quick' : '--disable-coverage'})`
     : `${run.coverage?.text ?? 'no coverage report'}${run.plan.coverage === 'not enforced' ? ' — NOT enforced: the Redis suites were skipped (no redis-server on PATH, CI not set)' : ''}`
   const lines = [
     '',
