@@ -63,7 +63,10 @@ export class TapSummary {
     }
     if (/^Bail out!/.test(body)) this.bailedOut ??= body
     const totals = depth === 0 ? /^# \{ (total: .*) \}$/.exec(body) : null
-    if (totals !== null) this.totals = Object.fromEntries((totals[1] as string).split(', ').map((pair) => pair.split(': ')).map(([k, v]) => [k, Number(v)]))
+    if (totals !== null) {
+      const pairs = (totals[1] as string).split(', ').map((pair): [string, number] => [pair.split(': ')[0] ?? '', Number(pair.split(': ')[1])])
+      this.totals = Object.fromEntries(pairs)
+    }
     const result = RESULT.exec(body)
     if (result !== null) this.result(depth, result)
   }

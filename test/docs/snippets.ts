@@ -118,8 +118,11 @@ export const emitted = (block: Snippet): string => block.file.replace(/\.ts$/, '
 
 interface Ran { code: number | null, stderr: string, timedOut: boolean }
 
-/** Runs a block's JavaScript in its own process, then closes its `app`; waits for the process to exit by itself. */
-async function runAlone (block: Snippet, env: NodeJS.ProcessEnv, timeoutMs = 10_000): Promise<Ran> {
+/**
+ * Runs a block's JavaScript in its own process, then closes its `app`; waits for the process to exit by itself.
+ * `timeoutMs`: a process left open never exits; one that starts slowly on a busy machine (four blocks run at once) does.
+ */
+async function runAlone (block: Snippet, env: NodeJS.ProcessEnv, timeoutMs = 30_000): Promise<Ran> {
   const script = `const m = await import(${JSON.stringify(pathToFileURL(emitted(block)).href)})
 if (m.app !== undefined) { await m.app.ready(); await m.app.close() }`
   const child = spawn(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] })
