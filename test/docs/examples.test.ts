@@ -42,9 +42,6 @@ import { RUN, runExample } from '../run-example.js'
 // per file; 26 examples one after another took 110 s. Ten seconds each, and a
 // minute for the rest.
 t.setTimeout(60_000 + 10_000 * EXAMPLES.length)
-// The tests below, four at a time: each has its own app (or child process) and
-// clock, and many wait (child processes, Redis) more than they compute.
-t.jobs = 4
 
 async function start (t: Test, example: Example, env: NodeJS.ProcessEnv = {}) {
   const clock = manualClock()

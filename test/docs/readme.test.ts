@@ -22,8 +22,9 @@ import { documentBlocks, emitted, SECRET, testBlocks } from './snippets.js'
 
 // Child processes and a TypeScript program of their own: more than tap's 30 s on a busy machine.
 t.setTimeout(240_000)
-// The tests below, four at a time: each runs its own child processes (and Redis), which mostly wait.
-t.jobs = 4
+// The tests below, two at a time: each runs its own child processes (and Redis), which mostly wait.
+// (More: the lines pasted one after another, in real time, see tokens refill between them on a busy machine.)
+t.jobs = 2
 
 const readme = documentBlocks('README.md', 'readme')
 const { checked } = readme
