@@ -42,6 +42,9 @@ import { RUN, runExample } from '../run-example.js'
 // per file; 26 examples one after another took 110 s. Ten seconds each, and a
 // minute for the rest.
 t.setTimeout(60_000 + 10_000 * EXAMPLES.length)
+// The tests below two at a time: the example processes' group beside the tests in this process (the login
+// ones hash passwords). Not more: an in-process Redis store answers within its 50 ms only on a quiet event loop.
+t.jobs = 2
 
 async function start (t: Test, example: Example, env: NodeJS.ProcessEnv = {}) {
   const clock = manualClock()

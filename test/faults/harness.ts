@@ -98,21 +98,13 @@ class Run {
   }
 }
 
-/** Runs a case's startup (Redis, the replicas, until they count each other); `runCase`'s default runs it at once. */
-export type StartupGate = <T>(startup: () => Promise<T>) => Promise<T>
-
-/**
- * Runs `faultCase` once. `gate`: cases run side by side start one at a time
- * (starting replicas is what computes; the window mostly waits).
- */
-export async function runCase (faultCase: FaultCase, gate: StartupGate = (startup) => startup()): Promise<RunResult> {
+/** Runs `faultCase` once. */
+export async function runCase (faultCase: FaultCase): Promise<RunResult> {
   const run = new Run(faultCase)
   try {
-    const counted = await gate(async () => {
-      run.backend = await backend(faultCase.fault)
-      await run.addReplicas(DEFAULTS.replicas)
-      return waitForCount(run.replicas, DEFAULTS.replicas)
-    })
+    run.backend = await backend(faultCase.fault)
+    await run.addReplicas(DEFAULTS.replicas)
+    const counted = await waitForCount(run.replicas, DEFAULTS.replicas)
     return await measureRun(run, counted)
   } finally {
     await run.stop()

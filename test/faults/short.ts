@@ -7,32 +7,16 @@ import type { Test } from 'tap'
 import { requireRedis } from '../redis-server.js'
 import { SLACK } from './bounds.js'
 import type { FaultCase } from './cases.js'
-import { runCase, type StartupGate } from './harness.js'
+import { runCase } from './harness.js'
 
 /** Each case: about 8–13 s of window, plus startup and teardown. */
 const CASE_TIMEOUT_MS = 40_000
-/** A case's startup, at most (Redis, three replicas, a heartbeat that counts them) on a busy machine. */
-const STARTUP_MS = 30_000
-
-/** One startup at a time: the next case starts once the one before counts its replicas. */
-function oneAtATime (): StartupGate {
-  let previous: Promise<unknown> = Promise.resolve()
-  return (startup) => {
-    const started = previous.then(startup)
-    previous = started.catch(() => {})
-    return started
-  }
-}
 
 export function shortSuite (t: Test, cases: FaultCase[]): void {
   if (!requireRedis(t)) return
-  // The cases side by side, started one at a time: each has its own Redis, replicas and load, and mostly waits for its window to pass.
-  t.jobs = cases.length
-  const gate = oneAtATime()
-  for (const [i, faultCase] of cases.entries()) {
-    // Its timeout counts the startups before its own too.
-    t.test(`fault ${faultCase.id}: at most ${faultCase.bound} admitted`, { timeout: CASE_TIMEOUT_MS + i * STARTUP_MS }, async (t) => {
-      const result = await runCase(faultCase, gate)
+  for (const faultCase of cases) {
+    t.test(`fault ${faultCase.id}: at most ${faultCase.bound} admitted`, { timeout: CASE_TIMEOUT_MS }, async (t) => {
+      const result = await runCase(faultCase)
       const { t: seconds, d, k } = result.input
       t.ok(result.counted, 'every replica counted 3 live replicas before the load began')
       t.ok(result.admitted <= result.bound + SLACK,
