@@ -74,6 +74,9 @@ async function refusedUntilRetry (t: Test, clock: ReturnType<typeof manualClock>
   t.equal((await request()).statusCode, 200, `allowed after Retry-After (${retryAfter} s)`)
 }
 
+// Memory and Redis side by side: each has its own app, clock and store (Redis round trips mostly wait).
+t.jobs = 2
+
 for (const [name, makeStore] of stores) {
   t.test(`${name}: a tier of 10/s, 1 000/h, 20 000/day is three buckets`, async (t) => {
     const clock = manualClock(1_000_000)

@@ -22,9 +22,8 @@ import { documentBlocks, emitted, SECRET, testBlocks } from './snippets.js'
 
 // Child processes and a TypeScript program of their own: more than tap's 30 s on a busy machine.
 t.setTimeout(240_000)
-// The tests below, two at a time: each runs its own child processes (and Redis), which mostly wait.
-// (More: the lines pasted one after another, in real time, see tokens refill between them on a busy machine.)
-t.jobs = 2
+// The tests below one at a time (their blocks and frl-* examples four at a time): the lines an example
+// prints are pasted one after another in real time, and beside other tests they saw a token refill between two.
 
 const readme = documentBlocks('README.md', 'readme')
 const { checked } = readme
