@@ -84,9 +84,10 @@ export async function withClient<T> (port: number, use: (client: Redis) => Promi
 
 /**
  * Waits until the redis-server `child` answers on `port`: the server that answers
- * must be this one (its process_id), not another test's that took the port first.
+ * must be this one (its process_id), not another test's that took the port first. `timeoutMs`:
+ * a busy machine (four test files at once, and a build) took more than 10 s.
  */
-async function waitUntilServing (port: number, child: ChildProcess, timeoutMs = 10_000): Promise<void> {
+async function waitUntilServing (port: number, child: ChildProcess, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     if (child.exitCode !== null || child.signalCode !== null) throw new ExitedBeforeReady(`redis-server on ${port} exited before it answered`)
