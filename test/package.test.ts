@@ -14,6 +14,8 @@ import { fileURLToPath } from 'node:url'
 
 // npm install and two full type-checks of fastify's declarations, on a shared machine.
 t.setTimeout(300_000)
+// The tests below side by side: the ESM and CommonJS users' processes beside the type-checks.
+t.jobs = 3
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const FIXTURES = join(ROOT, 'test', 'fixtures', 'consumer')
@@ -131,9 +133,10 @@ t.test('TypeScript, strict, skipLibCheck off: usage, route config and wrong opti
     ['tsconfig.nodenext.json', 'module nodenext: an ES module user and a CommonJS user (.cts)'],
     ['tsconfig.bundler.json', 'module esnext, moduleResolution bundler']
   ] as const
-  // One after the other: tap already runs a test file per core beside this one.
-  for (const [project, what] of projects) {
-    const ran = await run(process.execPath, [TSC, '-p', project], consumer)
+  // Both at once: this file is the suite's longest, and tsc the most of it.
+  const runs = await Promise.all(projects.map(([project]) => run(process.execPath, [TSC, '-p', project], consumer)))
+  projects.forEach(([, what], i) => {
+    const ran = runs[i] as Ran
     t.equal(ran.code, 0, what, { diagnostics: ran.stdout + ran.stderr })
-  }
+  })
 })

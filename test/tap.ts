@@ -1,23 +1,170 @@
 /**
- * What `npm test` runs after the build: tap, whose 100% coverage rule on lib/
- * needs the Redis suites. Without redis-server on PATH outside CI they are
- * skipped, so coverage is reported but not enforced, and this says why.
+ * What `npm test` runs after the build: tap over every test file, `JOBS` files
+ * at a time (most of them wait on Redis, timers or child processes more than
+ * they compute). The full TAP goes to test-results/tap.txt, the tests' stderr
+ * to test-results/stderr.txt; the output ends with a short summary (failures
+ * with their diagnostics, then the totals and the coverage verdict), the
+ * coverage table only when lib/ is below 100%.
+ *
+ * tap's 100% coverage rule on lib/ needs the Redis suites. Without redis-server
+ * on PATH outside CI they are skipped, so coverage is reported but not
+ * enforced, and the summary says why.
+ *
+ * `--quick` (npm run test:quick): the engine, memory store, layers and config
+ * tests, without Redis and without coverage, for the edit loop.
+ *
+ * Other arguments go to tap: test files to run only those, `--jobs=<n>`, ...
  */
-import { spawnSync } from 'node:child_process'
-import { pathToFileURL } from 'node:url'
+import { spawn, spawnSync } from 'node:child_process'
+import { createWriteStream, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs'
+import { createInterface } from 'node:readline'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { inCI, redisAvailable } from './redis-server.js'
+import { shortDiagnostic, TapSummary, type Failure } from './tap-summary.js'
+
+export const RESULTS = 'test-results'
+export const TAP_FILE = `${RESULTS}/tap.txt`
+export const STDERR_FILE = `${RESULTS}/stderr.txt`
+const COVERAGE_SUMMARY = '.tap/report/coverage-summary.json'
+/** tap as npm scripts find it, also when this file is run with node directly. */
+const TAP_BIN = fileURLToPath(new URL('../../node_modules/.bin/tap', import.meta.url))
+const tapCommand = (): string => existsSync(TAP_BIN) ? TAP_BIN : 'tap'
+
+/**
+ * Test files at once. On 2 cores most files wait (Redis round trips, timers,
+ * child processes), so two a core keep both busy; more starve the files that
+ * compute (their timeouts are wall time).
+ */
+export const JOBS = 4
+
+/** What `--quick` runs: no Redis (skipped), no coverage. */
+export const QUICK = ['build/test/engine', 'build/test/stores/memory.test.js', 'build/test/layers', 'build/test/config']
+
+/** The environment variable with which `--quick` skips the Redis suites quietly (test/redis-server.ts). */
+export const NO_REDIS = 'TOLLGATE_TEST_NO_REDIS'
 
 /** tap's extra arguments: `--allow-incomplete-coverage` only when Redis is missing outside CI. */
 export function coverageArgs (redis: boolean, ci: boolean): string[] {
   return redis || ci ? [] : ['--allow-incomplete-coverage']
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const extra = coverageArgs(redisAvailable, inCI)
-  const { status } = spawnSync('tap', [...extra, ...process.argv.slice(2)], { stdio: 'inherit' })
-  if (extra.length > 0) {
-    process.stderr.write('\nCoverage NOT enforced: the Redis suites were skipped (no redis-server on PATH, CI not set).\n' +
-      'Install redis-server (apt-get install redis-server) for the full run; in CI it is required.\n')
-  }
-  process.exit(status ?? 1)
+export interface Plan {
+  quick: boolean
+  /** Arguments for tap. */
+  args: string[]
+  /** Whether coverage is measured and enforced. */
+  coverage: 'enforced' | 'not enforced' | 'off'
 }
+
+/** The tap command line for this script's arguments. */
+export function plan (argv: string[], redis: boolean, ci: boolean): Plan {
+  const quick = argv.includes('--quick')
+  const rest = argv.filter((arg) => arg !== '--quick')
+  const jobs = rest.some((arg) => /^(--jobs|-j)/.test(arg)) ? [] : [`--jobs=${JOBS}`]
+  const files = quick && !rest.some((arg) => !arg.startsWith('-')) ? QUICK : []
+  if (quick) return { quick, args: ['--reporter=tap', ...jobs, '--disable-coverage', ...rest, ...files], coverage: 'off' }
+  if (rest.includes('--disable-coverage')) return { quick, args: ['--reporter=tap', ...jobs, ...rest], coverage: 'off' }
+  const relax = coverageArgs(redis, ci)
+  return {
+    quick,
+    args: ['--reporter=tap', ...jobs, '--coverage-report=json-summary', ...relax, ...rest],
+    coverage: relax.length > 0 ? 'not enforced' : 'enforced'
+  }
+}
+
+/** Runs tap, the TAP to `TAP_FILE` and read on the way; a dot per file that passed, F per file that failed. */
+async function runTap (args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number, summary: TapSummary }> {
+  const summary = new TapSummary()
+  const tapOut = createWriteStream(TAP_FILE)
+  const errOut = createWriteStream(STDERR_FILE)
+  const child = spawn(tapCommand(), args, { env, stdio: ['ignore', 'pipe', 'pipe'] })
+  child.on('error', (error) => { errOut.write(`${String(error)}\n`) })
+  child.stderr.pipe(errOut)
+  let files = 0
+  createInterface({ input: child.stdout }).on('line', (line) => {
+    tapOut.write(`${line}\n`)
+    summary.line(line)
+    if (summary.files.length > files) {
+      files = summary.files.length
+      process.stdout.write(summary.files.at(-1)?.ok === true ? '.' : 'F')
+    }
+  })
+  const code = await new Promise<number>((resolve) => child.once('close', (status) => { resolve(status ?? 1) }))
+  await Promise.all([tapOut, errOut].map((stream) => new Promise((resolve) => stream.end(resolve))))
+  if (files > 0) process.stdout.write('\n')
+  return { code, summary }
+}
+
+interface Coverage { full: boolean, text: string }
+
+/** lib/'s coverage from tap's json-summary report, if there is one. */
+function readCoverage (): Coverage | undefined {
+  if (!existsSync(COVERAGE_SUMMARY)) return undefined
+  const { total } = JSON.parse(readFileSync(COVERAGE_SUMMARY, 'utf8')) as { total: Record<string, { pct: number }> }
+  const kinds = ['statements', 'branches', 'functions', 'lines'] as const
+  const below = kinds.filter((kind) => (total[kind]?.pct ?? 0) < 100)
+  return {
+    full: below.length === 0,
+    text: below.length === 0 ? '100% of lib/ (statements, branches, functions, lines)' : `BELOW 100%: ${below.map((kind) => `${kind} ${total[kind]?.pct ?? 0}%`).join(', ')}`
+  }
+}
+
+const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`
+
+function failureLines (failures: Failure[], max = 20): string[] {
+  const lines: string[] = []
+  let file = ''
+  for (const failure of failures.slice(0, max)) {
+    if (failure.file !== file) lines.push(`FAILED ${failure.file}`)
+    file = failure.file
+    lines.push(`  ✗ ${failure.path.join(' › ') || '(the file itself)'}`)
+    for (const line of shortDiagnostic(failure.diagnostic)) lines.push(`      ${line}`)
+  }
+  if (failures.length > max) lines.push(`  … and ${failures.length - max} more failures: see ${TAP_FILE}`)
+  return lines
+}
+
+/** The summary the output ends with; returns whether the run passed. */
+export function report (summary: TapSummary, run: { code: number, ms: number, plan: Plan, coverage: Coverage | undefined, stderrLines: number }): { ok: boolean, lines: string[] } {
+  const { files, failures } = summary
+  const failedFiles = files.filter((file) => !file.ok).length
+  const counts = summary.totals ?? { total: summary.counts.pass + summary.counts.fail + summary.counts.skip + summary.counts.todo, ...summary.counts }
+  const slowest = [...files].sort((a, b) => b.ms - a.ms).slice(0, 5).map((file) => `${file.file.replace(/^build\/test\//, '')} ${seconds(file.ms)}`)
+  const coverageOk = run.plan.coverage !== 'enforced' || run.coverage?.full === true
+  const ok = run.code === 0 && failures.length === 0 && failedFiles === 0 && summary.bailedOut === undefined && coverageOk
+  const coverageLine = run.plan.coverage === 'off'
+    ? `not measured (${run.plan.quick ? '--quick' : '--disable-coverage'})`
+    : `${run.coverage?.text ?? 'no coverage report'}${run.plan.coverage === 'not enforced' ? ' — NOT enforced: the Redis suites were skipped (no redis-server on PATH, CI not set)' : ''}`
+  const lines = [
+    '',
+    `──── ${run.plan.quick ? 'npm run test:quick' : 'npm test'}: ${ok ? 'PASSED' : 'FAILED'} ────`,
+    ...failureLines(failures),
+    ...(summary.bailedOut === undefined ? [] : [summary.bailedOut]),
+    ...(failures.length > 0 || summary.bailedOut !== undefined ? [''] : []),
+    `Files:    ${files.length} (${files.length - failedFiles} passed, ${failedFiles} failed); slowest: ${slowest.join(', ')}`,
+    `Asserts:  ${counts.total ?? 0} (${counts.pass ?? 0} pass, ${counts.fail ?? 0} fail, ${counts.skip ?? 0} skip, ${counts.todo ?? 0} todo)`,
+    `Duration: ${seconds(run.ms)}`,
+    `Coverage: ${coverageLine}`,
+    `TAP:      ${TAP_FILE}${run.stderrLines > 0 ? `; the tests' stderr (${run.stderrLines} lines): ${STDERR_FILE}` : ''}`,
+    ...(run.code !== 0 && ok === false && failures.length === 0 && coverageOk ? [`tap exited with ${run.code}: see ${TAP_FILE} and ${STDERR_FILE}`] : [])
+  ]
+  return { ok, lines }
+}
+
+async function main (): Promise<void> {
+  const started = Date.now()
+  const thePlan = plan(process.argv.slice(2), redisAvailable, inCI)
+  mkdirSync(RESULTS, { recursive: true })
+  rmSync(COVERAGE_SUMMARY, { force: true })
+  const env = thePlan.quick ? { ...process.env, [NO_REDIS]: '1' } : process.env
+  process.stdout.write(`${thePlan.quick ? 'Quick tests' : 'Tests'}: tap ${thePlan.args.join(' ')}\nFull TAP: ${TAP_FILE}\n`)
+  const { code, summary } = await runTap(thePlan.args, env)
+  const coverage = thePlan.coverage === 'off' ? undefined : readCoverage()
+  if (coverage !== undefined && !coverage.full) spawnSync(tapCommand(), ['report', 'text'], { stdio: 'inherit' })
+  const stderrLines = readFileSync(STDERR_FILE, 'utf8').split('\n').filter((line) => line.trim() !== '').length
+  const { ok, lines } = report(summary, { code, ms: Date.now() - started, plan: thePlan, coverage, stderrLines })
+  process.stdout.write(`${lines.join('\n')}\n`)
+  process.exit(ok ? 0 : code === 0 ? 1 : code)
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) await main()

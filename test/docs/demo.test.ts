@@ -17,8 +17,81 @@ import { requireRedis, startRedis } from '../redis-server.js'
 
 // Acts in real time and child processes: more than tap's 30 s on a busy machine.
 t.setTimeout(120_000)
+// Two tests at a time: the child processes' group (first) beside the acts in virtual time, one after another.
+t.jobs = 2
 
 const sum = (values: number[]): number => values.reduce((a, b) => a + b, 0)
+
+const DEMO = fileURLToPath(new URL('../../demo/index.js', import.meta.url))
+
+/** Runs `npm run demo -- <args>` (with `env` over this process's); resolves with its exit code, stdout and stderr. */
+async function runDemo (args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null, output: string, errors: string }> {
+  const child = spawn(process.execPath, [DEMO, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  let output = ''
+  let errors = ''
+  child.stdout.on('data', (chunk: Buffer) => { output += String(chunk) })
+  child.stderr.on('data', (chunk: Buffer) => { errors += String(chunk) })
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve))
+  return { code, output, errors }
+}
+
+// `npm run demo` in child processes, its acts in real time (acts 1, 2 and 5: 4 to 7 s each):
+// the three tests side by side, and beside the acts below, which run in this process in virtual time.
+t.test('npm run demo, in child processes', { jobs: 3 }, async (t) => {
+  void t.test('npm run demo: the entry point runs an act and prints its figures', async (t) => {
+    const { code, output } = await runDemo(['1'])
+    t.equal(code, 0)
+    t.match(output, /Act 1\/5 · the token bucket/)
+    t.match(output, /Act 1: admitted \d+ of \d+: B \+ R × t = 20 \+ 5 × 4 = 40\./)
+    t.notMatch(output, /Act 2\/5/, 'only the act asked for')
+  })
+
+  void t.test('npm run demo writes its SVGs under build/, or where --svg and --decisions-svg say; never over the tracked ones', async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'tollgate-demo-'))
+    t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
+    // Act 2, with an empty PATH to hide redis-server: its memory half alone (4 s); act 5 (7 s).
+    const svgs = [{ act: '2', flag: '--svg', name: 'replicas.svg' }, { act: '5', flag: '--decisions-svg', name: 'decisions.svg' }].map((svg) => {
+      const tracked = fileURLToPath(new URL(`../../../demo/${svg.name}`, import.meta.url))
+      const before = readFileSync(tracked, 'utf8')
+      t.teardown(() => { if (readFileSync(tracked, 'utf8') !== before) writeFileSync(tracked, before) })
+      const byDefault = fileURLToPath(new URL(`../../demo/${svg.name}`, import.meta.url))
+      rmSync(byDefault, { force: true })
+      return { ...svg, tracked, before, mtimeMs: statSync(tracked).mtimeMs, byDefault, asked: join(dir, svg.name) }
+    })
+    const runs = await Promise.all(svgs.flatMap((svg) => [runDemo([svg.act], { PATH: '' }), runDemo([svg.act, svg.flag, svg.asked], { PATH: '' })]))
+    svgs.forEach((svg, i) => {
+      const [plain, withFlag] = [runs[2 * i]!, runs[2 * i + 1]!]
+      t.equal(plain.code, 0, `act ${svg.act} exits 0`)
+      t.equal(withFlag.code, 0, `and with ${svg.flag}`)
+      t.equal(statSync(svg.tracked).mtimeMs, svg.mtimeMs, `demo/${svg.name} is not written`)
+      t.equal(readFileSync(svg.tracked, 'utf8'), svg.before, 'nor changed')
+      t.ok(plain.output.includes(`Wrote ${svg.byDefault}`), `by default: ${svg.byDefault}`)
+      t.match(readFileSync(svg.byDefault, 'utf8'), /^<svg/)
+      t.ok(withFlag.output.includes(`Wrote ${svg.asked}`), `${svg.flag} <file>: that file`)
+      t.match(readFileSync(svg.asked, 'utf8'), /^<svg/)
+    })
+
+    const bare = await Promise.all([runDemo(['--svg']), runDemo(['--decisions-svg']), runDemo(['--svg', '--decisions-svg', join(dir, 'x.svg')])])
+    for (const [i, run] of bare.entries()) {
+      t.equal(run.code, 1, `a flag without a file fails (${i})`)
+      t.match(run.errors, /^Usage: npm run demo -- \[act …\] \[--svg <file>\] \[--decisions-svg <file>\]/)
+    }
+  })
+
+  void t.test('npm run demo: --help prints the usage; an unknown act fails with it, running nothing', async (t) => {
+    const [help, six, flag] = await Promise.all([runDemo(['--help']), runDemo(['6']), runDemo(['1', '--fast'])])
+    t.equal(help.code, 0, '--help exits 0')
+    t.match(help.output, /^Usage: npm run demo -- \[act …\] \[--svg <file>\] \[--decisions-svg <file>\]/)
+    t.match(help.output, /1 the token bucket, 2 three replicas, 3 Redis goes away, 4 the two layers, 5 watching it/)
+    t.match(help.output, /--decisions-svg <file>: where act 5 writes its SVG \(default: build\/demo\/decisions\.svg\)/)
+    t.equal(six.code, 1, 'act 6 exits 1')
+    t.match(six.errors, /^Unknown act "6"\.\nUsage: npm run demo/)
+    t.notMatch(six.output, /Act \d\/5/, 'and runs no act')
+    t.equal(flag.code, 1, 'an unknown flag exits 1')
+    t.match(flag.errors, /^Unknown act "--fast"/)
+    t.notMatch(flag.output, /Act \d\/5/)
+  })
+})
 
 t.test('act 1: a bucket of 20 refilling 5/s admits B + R·t', async (t) => {
   const act = await bucketAct(virtualTime())
@@ -158,70 +231,3 @@ function xmlElements (xml: string): string[] {
   if (open.length > 0) throw new Error(`<${open.join('>, <')}> not closed`)
   return names
 }
-
-const DEMO = fileURLToPath(new URL('../../demo/index.js', import.meta.url))
-
-/** Runs `npm run demo -- <args>` (with `env` over this process's); resolves with its exit code, stdout and stderr. */
-async function runDemo (args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null, output: string, errors: string }> {
-  const child = spawn(process.execPath, [DEMO, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
-  let output = ''
-  let errors = ''
-  child.stdout.on('data', (chunk: Buffer) => { output += String(chunk) })
-  child.stderr.on('data', (chunk: Buffer) => { errors += String(chunk) })
-  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve))
-  return { code, output, errors }
-}
-
-t.test('npm run demo: the entry point runs an act and prints its figures', async (t) => {
-  const { code, output } = await runDemo(['1'])
-  t.equal(code, 0)
-  t.match(output, /Act 1\/5 · the token bucket/)
-  t.match(output, /Act 1: admitted \d+ of \d+: B \+ R × t = 20 \+ 5 × 4 = 40\./)
-  t.notMatch(output, /Act 2\/5/, 'only the act asked for')
-})
-
-t.test('npm run demo writes its SVGs under build/, or where --svg and --decisions-svg say; never over the tracked ones', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'tollgate-demo-'))
-  t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
-  // Act 2, with an empty PATH to hide redis-server: its memory half alone (4 s); act 5 (7 s).
-  const svgs = [{ act: '2', flag: '--svg', name: 'replicas.svg' }, { act: '5', flag: '--decisions-svg', name: 'decisions.svg' }].map((svg) => {
-    const tracked = fileURLToPath(new URL(`../../../demo/${svg.name}`, import.meta.url))
-    const before = readFileSync(tracked, 'utf8')
-    t.teardown(() => { if (readFileSync(tracked, 'utf8') !== before) writeFileSync(tracked, before) })
-    const byDefault = fileURLToPath(new URL(`../../demo/${svg.name}`, import.meta.url))
-    rmSync(byDefault, { force: true })
-    return { ...svg, tracked, before, mtimeMs: statSync(tracked).mtimeMs, byDefault, asked: join(dir, svg.name) }
-  })
-  const runs = await Promise.all(svgs.flatMap((svg) => [runDemo([svg.act], { PATH: '' }), runDemo([svg.act, svg.flag, svg.asked], { PATH: '' })]))
-  svgs.forEach((svg, i) => {
-    const [plain, withFlag] = [runs[2 * i]!, runs[2 * i + 1]!]
-    t.equal(plain.code, 0, `act ${svg.act} exits 0`)
-    t.equal(withFlag.code, 0, `and with ${svg.flag}`)
-    t.equal(statSync(svg.tracked).mtimeMs, svg.mtimeMs, `demo/${svg.name} is not written`)
-    t.equal(readFileSync(svg.tracked, 'utf8'), svg.before, 'nor changed')
-    t.ok(plain.output.includes(`Wrote ${svg.byDefault}`), `by default: ${svg.byDefault}`)
-    t.match(readFileSync(svg.byDefault, 'utf8'), /^<svg/)
-    t.ok(withFlag.output.includes(`Wrote ${svg.asked}`), `${svg.flag} <file>: that file`)
-    t.match(readFileSync(svg.asked, 'utf8'), /^<svg/)
-  })
-
-  const bare = await Promise.all([runDemo(['--svg']), runDemo(['--decisions-svg']), runDemo(['--svg', '--decisions-svg', join(dir, 'x.svg')])])
-  for (const [i, run] of bare.entries()) {
-    t.equal(run.code, 1, `a flag without a file fails (${i})`)
-    t.match(run.errors, /^Usage: npm run demo -- \[act …\] \[--svg <file>\] \[--decisions-svg <file>\]/)
-  }
-})
-
-t.test('npm run demo: --help prints the usage; an unknown act fails with it, running nothing', async (t) => {
-  const [help, six, flag] = await Promise.all([runDemo(['--help']), runDemo(['6']), runDemo(['1', '--fast'])])
-  t.equal(help.code, 0, '--help exits 0')
-  t.match(help.output, /^Usage: npm run demo -- \[act …\] \[--svg <file>\] \[--decisions-svg <file>\]/)
-  t.match(help.output, /1 the token bucket, 2 three replicas, 3 Redis goes away, 4 the two layers, 5 watching it/)
-  t.match(help.output, /--decisions-svg <file>: where act 5 writes its SVG \(default: build\/demo\/decisions\.svg\)/)
-  t.equal(six.code, 1, 'act 6 exits 1')
-  t.match(six.errors, /^Unknown act "6"\.\nUsage: npm run demo/)
-  t.notMatch(six.output, /Act \d\/5/, 'and runs no act')
-  t.equal(flag.code, 1, 'an unknown flag exits 1')
-  t.match(flag.errors, /^Unknown act "--fast"/)
-  t.notMatch(flag.output, /Act \d\/5/)
-})

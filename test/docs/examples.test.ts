@@ -37,10 +37,14 @@ import { freePort, requireRedis, startCluster, startRedis } from '../redis-serve
 import { count, manualClock, statuses } from '../helpers.js'
 import { RUN, runExample } from '../run-example.js'
 
-// Every example in a child process, one after another (some on Redis, one on a
-// Redis cluster): about 4 s each on a busy 2-core machine, far above tap's 30 s
-// per file; 26 examples took 110 s. Ten seconds each, and a minute for the rest.
+// Every example in a child process (some on Redis, one on a Redis cluster),
+// four at a time: about 4 s each on a busy 2-core machine, far above tap's 30 s
+// per file; 26 examples one after another took 110 s. Ten seconds each, and a
+// minute for the rest.
 t.setTimeout(60_000 + 10_000 * EXAMPLES.length)
+// The tests below two at a time: the example processes' group beside the tests in this process (the login
+// ones hash passwords). Not more: an in-process Redis store answers within its 50 ms only on a quiet event loop.
+t.jobs = 2
 
 async function start (t: Test, example: Example, env: NodeJS.ProcessEnv = {}) {
   const clock = manualClock()
@@ -556,9 +560,9 @@ const probes: Record<(typeof EXAMPLES)[number], (url: string) => Promise<{ statu
   'frl-manual': async (url) => ({ statuses: await codes(`${url}/custom`, 5), passes: 3 })
 }
 
-t.test('every example starts with `npm run example <name>`, answers, and limits', async (t) => {
+t.test('every example starts with `npm run example <name>`, answers, and limits', { jobs: 4 }, async (t) => {
   for (const name of EXAMPLES) {
-    await t.test(name, async (t) => {
+    void t.test(name, async (t) => {
       let env: NodeJS.ProcessEnv = {}
       if (name === 'redis' || name === 'redis-cluster') {
         if (!requireRedis(t)) return
@@ -577,11 +581,13 @@ t.test('every example starts with `npm run example <name>`, answers, and limits'
 
 t.test('npm run example redis / redis-cluster say so when Redis is not connected at startup', async (t) => {
   const nowhere = `127.0.0.1:${await freePort()}` // nothing listens there
-  for (const [name, env] of [['redis', { REDIS_URL: `redis://${nowhere}` }], ['redis-cluster', { REDIS_CLUSTER: nowhere }]] as const) {
-    const { banner } = await runExample(t, name, env)
-    t.match(banner, `WARNING: Redis at ${env.REDIS_URL ?? nowhere} is NOT connected`, name)
-    t.match(banner, /each replica limits alone/, name)
-  }
+  // Both at once: each waits for its client to give up connecting.
+  const examples = [['redis', { REDIS_URL: `redis://${nowhere}` }, `redis://${nowhere}`], ['redis-cluster', { REDIS_CLUSTER: nowhere }, nowhere]] as const
+  const banners = await Promise.all(examples.map(async ([name, env]) => (await runExample(t, name, env)).banner))
+  examples.forEach(([name, , where], i) => {
+    t.match(banners[i], `WARNING: Redis at ${where} is NOT connected`, name)
+    t.match(banners[i], /each replica limits alone/, name)
+  })
 })
 
 t.test('npm run example with an unknown name lists the examples and fails', async (t) => {

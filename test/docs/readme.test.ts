@@ -28,6 +28,8 @@ import { documentBlocks, emitted, ROOT, SECRET, testBlocks } from './snippets.js
 
 // Child processes and a TypeScript program of their own: more than tap's 30 s on a busy machine.
 t.setTimeout(240_000)
+// The tests below one at a time (their blocks and frl-* examples four at a time): the lines an example
+// prints are pasted one after another in real time, and beside other tests they saw a token refill between two.
 
 const README = readFileSync(join(ROOT, 'README.md'), 'utf8')
 const readme = documentBlocks('README.md', 'readme')
@@ -235,14 +237,14 @@ t.test('npm run example route-cost / replica-share: the lines they print, pasted
   await pasteTwice(t, 'replica-share')
 })
 
-t.test('npm run example frl-*: the lines they print, pasted as one block, give what they print', async (t) => {
+t.test('npm run example frl-*: the lines they print, pasted as one block, give what they print', { jobs: 4 }, async (t) => {
   // Not frl-global (a hundred requests and a token every 0.6 s: how many pass depends on curl's speed)
   // nor frl-not-found (it sleeps between lines).
   for (const name of [
     'frl-error-response', 'frl-key-generator', 'frl-variable-max', 'frl-allow-list', 'frl-hook', 'frl-custom-store',
     'frl-callbacks', 'frl-ban', 'frl-route-config', 'frl-group', 'frl-route-override', 'frl-manual'
   ]) {
-    await t.test(name, async (t) => { await pasteTwice(t, name) })
+    void t.test(name, async (t) => { await pasteTwice(t, name) })
   }
 })
 

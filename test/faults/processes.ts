@@ -33,8 +33,8 @@ export class ReplicaProcess {
     })
   }
 
-  /** Resolves with this once the replica listens; rejects if it exits first or takes over `timeoutMs`. */
-  ready (timeoutMs = 15_000): Promise<this> {
+  /** Resolves with this once the replica listens; rejects if it exits first or takes over `timeoutMs` (a busy machine starts a process slowly). */
+  ready (timeoutMs = 30_000): Promise<this> {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => { reject(new Error(`replica ${this.index} did not listen within ${timeoutMs} ms`)) }, timeoutMs)
       this.child.once('exit', (code, signal) => { clearTimeout(timer); reject(new Error(`replica ${this.index} exited (${code ?? signal})`)) })

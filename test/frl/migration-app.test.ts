@@ -49,8 +49,8 @@ class Replica {
 
   get pid (): number | undefined { return this.child.pid }
 
-  /** Resolves once the app logs that it listens on 127.0.0.1. */
-  ready (timeoutMs = 20_000): Promise<this> {
+  /** Resolves once the app logs that it listens on 127.0.0.1 (a busy machine starts a process slowly). */
+  ready (timeoutMs = 40_000): Promise<this> {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => { reject(new Error(`a replica did not listen within ${timeoutMs} ms`)) }, timeoutMs)
       this.child.once('exit', (code, signal) => { clearTimeout(timer); reject(new Error(`a replica exited (${code ?? signal})`)) })

@@ -42,7 +42,8 @@ t.test('an async edge.key is awaited: each key its own bucket', async (t) => {
 t.test('an edge.key that rejects or hangs keys by client IP, logged once', async (t) => {
   const escaped = unhandledRejections(t)
   const { app, lines } = await appWith({
-    asyncTimeoutMs: 5,
+    // 300 ms: a rejection must not time out first on a busy machine (it did at 5 ms).
+    asyncTimeoutMs: 300,
     edge: { capacity: 2, refillPerSecond: 0, key: async (request) => request.headers['x-hang'] !== undefined ? hanging() : failing() }
   })
   t.same(await codesOf(app, [{}, { 'x-hang': '1' }, {}]), [200, 200, 429], 'one bucket: the client IP')
