@@ -40,23 +40,26 @@ export const ACCOUNT_CEILING = { capacity: 100, refillPerSecond: 100 / 3600 }
 /** Login attempts per client IP, whatever the account: 10 a minute. */
 export const LOGIN_GUARD = { capacity: 10, refillPerSecond: 10 / 60, key: 'ip' } as const
 
-const scryptAsync = promisify(scrypt) as (password: string, salt: Buffer, length: number) => Promise<Buffer>
+const scryptAsync = promisify(scrypt) as (password: string, salt: Buffer, length: number, options: { N: number }) => Promise<Buffer>
 
 /** A password as an app keeps it: an scrypt hash and its salt. */
 interface Hashed { salt: Buffer, hash: Buffer }
 
-async function hashPassword (password: string): Promise<Hashed> {
+async function hashPassword (password: string, cost: number): Promise<Hashed> {
   const salt = randomBytes(16)
-  return { salt, hash: await scryptAsync(password, salt, 32) }
+  return { salt, hash: await scryptAsync(password, salt, 32, { N: cost }) }
 }
 
-/** The demo accounts, and a check that costs one hash whether the account exists or not. */
-async function passwordCheck (): Promise<(account: string, password: string) => Promise<boolean>> {
-  const accounts = new Map([['alice', await hashPassword('correct horse battery staple')], ['bob', await hashPassword('hunter2')]])
-  const nobody = await hashPassword(randomBytes(16).toString('hex'))
+/**
+ * The demo accounts, and a check that costs one hash whether the account exists or not.
+ * `cost`: scrypt's N (Node's default, 16 384, about 50 ms of CPU a check; the tests use a cheap one).
+ */
+async function passwordCheck (cost: number): Promise<(account: string, password: string) => Promise<boolean>> {
+  const accounts = new Map([['alice', await hashPassword('correct horse battery staple', cost)], ['bob', await hashPassword('hunter2', cost)]])
+  const nobody = await hashPassword(randomBytes(16).toString('hex'), cost)
   return async (account, password) => {
     const known = accounts.get(account)
-    const hash = await scryptAsync(password, (known ?? nobody).salt, 32)
+    const hash = await scryptAsync(password, (known ?? nobody).salt, 32, { N: cost })
     return timingSafeEqual(hash, (known ?? nobody).hash) && known !== undefined
   }
 }
@@ -91,10 +94,10 @@ const loginSchema = {
 
 export const example: Example = {
   about: 'Failed logins only, and no lockout by others: POST /login counts failures per account and address (5, then 1 a minute), and per account from new addresses (100 an hour); a success clears its address.',
-  async build ({ clock, logger = false } = {}) {
+  async build ({ clock, logger = false, env = process.env } = {}) {
     const app = Fastify({ logger })
     await app.register(tollgate, { store: memoryStore({ clock }), edge: { capacity: 20, refillPerSecond: 1 } })
-    const passwordMatches = await passwordCheck()
+    const passwordMatches = await passwordCheck(Number(env.SCRYPT_COST ?? 16_384))
     const knownAddresses = new KnownAddresses()
     app.post<{ Body: Login }>('/login', { schema: loginSchema, config: { rateLimit: { edge: LOGIN_GUARD } } }, async (request, reply) => {
       const account = request.body.account.trim().toLowerCase()

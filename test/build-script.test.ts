@@ -11,12 +11,13 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdir
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { untracedEnv } from './child-env.js'
 
 // Three tsc programs per build on a shared 2-core machine.
 t.setTimeout(180_000)
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
-const ENV = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(NODE_OPTIONS|NODE_V8_COVERAGE)$/.test(name)))
+const ENV = untracedEnv()
 
 const project = mkdtempSync(join(tmpdir(), 'tollgate-build-'))
 t.teardown(() => { rmSync(project, { recursive: true, force: true }) })

@@ -11,6 +11,7 @@ import { existsSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { untracedEnv } from './child-env.js'
 
 // npm install and two full type-checks of fastify's declarations, on a shared machine.
 t.setTimeout(300_000)
@@ -24,8 +25,8 @@ const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc')
 // The children run as in a user's shell: without tap's NODE_OPTIONS (coverage,
 // loaders) and without the variables `npm test` sets for this package, which
 // would point npm at this repository.
-const ENV = Object.fromEntries(Object.entries(process.env).filter(([name]) =>
-  !/^(NODE_OPTIONS|NODE_V8_COVERAGE|npm_config_local_prefix|npm_package_.*|npm_lifecycle_.*)$/.test(name)))
+const ENV = Object.fromEntries(Object.entries(untracedEnv()).filter(([name]) =>
+  !/^(npm_config_local_prefix|npm_package_.*|npm_lifecycle_.*)$/.test(name)))
 
 interface Ran { code: number, stdout: string, stderr: string }
 

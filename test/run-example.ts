@@ -2,6 +2,7 @@
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import type { Test } from 'tap'
+import { untracedEnv } from './child-env.js'
 
 /** The compiled `npm run example` entry point. */
 export const RUN = fileURLToPath(new URL('../examples/run.js', import.meta.url))
@@ -15,7 +16,7 @@ export interface RunningExample {
 
 /** Runs `npm run example <name>` (PORT=0 unless `env` says otherwise); stopped with SIGTERM when `t` ends. */
 export async function runExample (t: Test, name: string, env: NodeJS.ProcessEnv = {}): Promise<RunningExample> {
-  const child = spawn(process.execPath, [RUN, name], { env: { ...process.env, PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
+  const child = spawn(process.execPath, [RUN, name], { env: untracedEnv({ PORT: '0', ...env }), stdio: ['ignore', 'pipe', 'inherit'] })
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
   t.teardown(async () => { child.kill('SIGTERM'); await exited })
   return new Promise<RunningExample>((resolve, reject) => {

@@ -14,6 +14,7 @@ import { DECISION_CHANNEL } from 'fastify-tollgate'
 import { bucketAct, decisionsAct, layersAct, memoryStores, perSecond, redisStores, replicaRun, steadyRate, total, virtualTime } from '../../demo/acts.js'
 import { decisionsSvg } from '../../demo/chart.js'
 import { requireRedis, startRedis } from '../redis-server.js'
+import { untracedEnv } from '../child-env.js'
 
 // Acts in real time and child processes: more than tap's 30 s on a busy machine.
 t.setTimeout(120_000)
@@ -26,7 +27,7 @@ const DEMO = fileURLToPath(new URL('../../demo/index.js', import.meta.url))
 
 /** Runs `npm run demo -- <args>` (with `env` over this process's); resolves with its exit code, stdout and stderr. */
 async function runDemo (args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null, output: string, errors: string }> {
-  const child = spawn(process.execPath, [DEMO, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [DEMO, ...args], { env: untracedEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
   let output = ''
   let errors = ''
   child.stdout.on('data', (chunk: Buffer) => { output += String(chunk) })

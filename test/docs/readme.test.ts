@@ -3,28 +3,20 @@
  *
  * - README.md is short, in the order a user needs it (under 400 lines of at most
  *   120 characters), lists every example and links every page of docs/;
- * - every ```ts block of README.md type-checks as pasted and runs as pasted, its
- *   `app` closed, the process exiting by itself with nothing on stderr (snippets.ts
- *   says how; MIGRATING.md's blocks get the same in migrating.test.ts, docs/'s in
- *   pages.test.ts);
+ * - (README.md's ```ts blocks are type-checked and run in blocks.test.ts, with
+ *   MIGRATING.md's and docs/'s);
  * - the lines `npm start`, `npm run example jwt-tiers`, `route-cost`, `replica-share`,
  *   `redis` and most `frl-*` print under "Try it:", sent in order with fetch as bash and curl would, give
  *   the statuses their comments print (the first two pasted twice: the token
  *   fetches still succeed, and so do the lines whose buckets are not spent).
- *
- * A block that is deliberately partial is marked on the line before its fence with
- * `<!-- readme-test: skip -->` (not checked) or `<!-- readme-test: compile-only -->`
- * (type-checked, not run).
  */
 import t, { type Test } from 'tap'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { pathToFileURL } from 'node:url'
-import type { FastifyInstance } from 'fastify'
 import { requireRedis, startRedis } from '../redis-server.js'
 import { runExample } from '../run-example.js'
 import { EXAMPLES } from '../../examples/example.js'
-import { documentBlocks, emitted, ROOT, SECRET, testBlocks } from './snippets.js'
+import { ROOT } from './snippets.js'
 
 // Child processes and a TypeScript program of their own: more than tap's 30 s on a busy machine.
 t.setTimeout(240_000)
@@ -32,9 +24,6 @@ t.setTimeout(240_000)
 // prints are pasted one after another in real time, and beside other tests they saw a token refill between two.
 
 const README = readFileSync(join(ROOT, 'README.md'), 'utf8')
-const readme = documentBlocks('README.md', 'readme')
-const { checked } = readme
-testBlocks(t, readme, 4)
 
 t.test('README: short, in the order a user needs it', async (t) => {
   const lines = README.split('\n')
@@ -59,29 +48,6 @@ t.test('README: the examples table names every example (the frl-* ones are in MI
     else if (name.startsWith('frl-')) t.ok(migrating.includes(`\`${name}\``), `${name} in MIGRATING.md`)
     else t.ok(README.includes(`| \`npm run example ${name}\` |`), name)
   }
-})
-
-t.test('README usage: one VIP user alone on an address meets their own quota, not the edge', async (t) => {
-  const usage = checked.find((block) => block.section === 'Users and tiers')
-  if (usage === undefined) return t.fail('README has a block under "Users and tiers"')
-  process.env.JWT_SECRET ??= SECRET
-  process.env.PORT ??= '0'
-  const { app } = await import(pathToFileURL(emitted(usage)).href) as { app: FastifyInstance }
-  t.teardown(() => app.close())
-  const authorization = `Bearer ${app.jwt.sign({ sub: 'victor', tier: 'vip' })}`
-  let passed = 0
-  let refused
-  for (let i = 0; i < 1000 && refused === undefined; i++) {
-    const response = await app.inject({ url: '/', headers: { authorization } })
-    if (response.statusCode === 200) passed++
-    else refused = response
-  }
-  if (refused === undefined) return t.fail('the VIP tier refuses at some point')
-  t.equal(refused.statusCode, 429)
-  t.match(refused.headers['ratelimit'], /"app";r=0;/, `the refusal is the VIP's own bucket: ${String(refused.headers['ratelimit'])}`)
-  t.notMatch(refused.headers['ratelimit'], /"edge";r=0;/, 'not the edge')
-  const vip = /"app";q=(\d+)/.exec(String(refused.headers['ratelimit-policy']))
-  t.ok(passed >= Number(vip?.[1]), `the VIP's whole burst passed first (${passed}, capacity ${String(vip?.[1])})`)
 })
 
 // ------------------------------------------------------------ example banners

@@ -21,6 +21,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { freePort, requireRedis, startRedis } from '../redis-server.js'
+import { untracedEnv } from '../child-env.js'
 
 export const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
 export const SECRET = 'readme-test-secret-0123456789'
@@ -144,7 +145,7 @@ interface Ran { code: number | null, stderr: string, timedOut: boolean }
 async function runAlone (block: Snippet, env: NodeJS.ProcessEnv, timeoutMs = 30_000): Promise<Ran> {
   const script = `const m = await import(${JSON.stringify(pathToFileURL(emitted(block)).href)})
 if (m.app !== undefined) { await m.app.ready(); await m.app.close() }`
-  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] })
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT, env: untracedEnv(env), stdio: ['ignore', 'ignore', 'pipe'] })
   let stderr = ''
   child.stderr.on('data', (chunk: Buffer) => { stderr += String(chunk) })
   let timedOut = false

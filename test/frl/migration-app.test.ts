@@ -24,6 +24,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 import { requireRedis, sleep, startOnFreePort, type RedisServer } from '../redis-server.js'
 import { killAtExit } from '../faults/cleanup.js'
 import { stopChild } from '../faults/processes.js'
+import { untracedEnv } from '../child-env.js'
 
 const APP = pathToFileURL(fileURLToPath(new URL('./migration-app.js', import.meta.url))).href
 /** The edge's refill: 100 a minute. */
@@ -42,7 +43,7 @@ class Replica {
   constructor (redisPort: number) {
     const script = `process.stdin.on('end', () => process.exit(0)).on('error', () => process.exit(0)).resume()\nawait import(${JSON.stringify(APP)})`
     this.child = spawn(process.execPath, ['--input-type=module', '-e', script], {
-      env: { ...process.env, PORT: '0', REDIS_URL: `redis://127.0.0.1:${redisPort}`, TRUSTED_PROXY: '127.0.0.1' },
+      env: untracedEnv({ PORT: '0', REDIS_URL: `redis://127.0.0.1:${redisPort}`, TRUSTED_PROXY: '127.0.0.1' }),
       stdio: ['pipe', 'pipe', 'inherit']
     })
   }

@@ -1,7 +1,7 @@
 /**
  * The app of MIGRATING.md's "A worked example", after the move from
  * @fastify/rate-limit: everything below this comment is the text of that block,
- * to the character (test/docs/migrating.test.ts holds them equal).
+ * to the character (test/docs/blocks.test.ts holds them equal).
  * test/frl/migration-app.test.ts runs it as three replica processes on one
  * redis-server (`PORT=0`, `REDIS_URL`) and drives them over HTTP.
  */

@@ -102,11 +102,11 @@ t.test('a quota that never refills: no Retry-After, and the message reads right'
   await app.close()
 })
 
-const README = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8')
+const page = (name: string): string => readFileSync(new URL(`../../../docs/${name}`, import.meta.url), 'utf8')
 const recipe = (name: string): string => readFileSync(new URL(`../../../test/recipes/${name}`, import.meta.url), 'utf8').trim()
 
-t.test('the README recipe: a setErrorHandler that shapes the 429 body from the error', async (t) => {
-  t.ok(README.includes(recipe('rate-limit-errors.ts')), 'the README shows test/recipes/rate-limit-errors.ts as it is (compiled under strict by build:test)')
+t.test('the errors page recipe: a setErrorHandler that shapes the 429 body from the error', async (t) => {
+  t.ok(page('errors.md').includes(recipe('rate-limit-errors.ts')), 'docs/errors.md shows test/recipes/rate-limit-errors.ts as it is (compiled under strict by build:test)')
   for (const [refillPerSecond, retryAfterSeconds] of [[1, 1], [0, null]] as const) {
     const { app } = await buildApp({ edge: { capacity: 1, refillPerSecond } })
     rateLimitErrors(app)
@@ -137,7 +137,7 @@ t.test("refusals and Fastify's logs: its default error handler logs each at info
   t.same(await refusalLines('no'), [30, 30, 30], "Fastify's default handler: one info line per refusal, with the error")
   t.same(await refusalLines('setErrorHandler'), [20, 20, 20], 'the setErrorHandler recipe: debug')
   t.same(await refusalLines('logController'), [20, 20, 20], 'the LogController recipe: debug')
-  t.ok(README.includes(recipe('quiet-refusals.ts')), 'the README shows test/recipes/quiet-refusals.ts as it is')
+  t.ok(page('observability.md').includes(recipe('quiet-refusals.ts')), 'docs/observability.md shows test/recipes/quiet-refusals.ts as it is')
 })
 
 t.test('a store that throws or rejects refuses the request with a coded 503, never a crash or a free pass', async (t) => {
