@@ -264,3 +264,28 @@ t.test('two stores of one prefix on two Redis servers: degraded while either is'
   servers[1]?.resume()
   t.equal(await until(0, both), 0, 'both back')
 })
+
+t.test("the settle edge's health: degraded shows, live replicas has no sample (only the Redis store's count)", async (t) => {
+  if (!requireRedis(t)) return
+  const server = await startRedis(t)
+  const client = new Redis({ port: server.port, enableOfflineQueue: false, retryStrategy: () => 20 })
+  client.on('error', () => {})
+  const registry = new Registry()
+  const metrics = tollgateMetrics({ registry })
+  const app = Fastify()
+  await app.register(tollgate, {
+    store: redisStore({ client, prefix: 'settle-gauges:', heartbeatIntervalMs: 0, breakerThreshold: 1, probeIntervalMs: 60_000 }),
+    edge: { capacity: 10, refillPerSecond: 1, mode: 'settle', settleIntervalMs: 60_000 }
+  })
+  app.get('/', async () => 'ok')
+  t.teardown(async () => { metrics.close(); await app.close(); client.disconnect() })
+  t.equal((await app.inject('/')).statusCode, 200)
+  await server.kill()
+  await app.tollgate.settle() // fails: the edge goes on its own share and publishes its health ('settle')
+  const { samples } = parseExposition(await registry.metrics())
+  const of = (name: string, store: string): number | undefined =>
+    samples.find((s) => s.name === name && s.labels.store === store && s.labels.prefix === 'settle-gauges:')?.value
+  t.equal(of('tollgate_store_degraded', 'settle'), 1, 'the settle edge is degraded')
+  t.equal(of('tollgate_live_replicas', 'settle'), undefined, 'no live replicas sample for the settle edge')
+  t.equal(of('tollgate_live_replicas', 'redis'), 1, 'the Redis store behind it shows its count')
+})

@@ -73,8 +73,11 @@ export class BucketCalls {
       throw new StoreUnavailableError()
     }
     denials?.sending(keys)
+    // The reply is returned after the try: a return inside it would leave the way out
+    // of the catch (which always throws) a branch that no call can take.
+    let reply: unknown
     try {
-      return await this.call(operation, key, policy, amount, keys)
+      reply = await this.call(operation, key, policy, amount, keys)
     } catch (error) {
       log.line('error', 'write-failed', { err: error, operation, breaker: calls.state },
         'fastify-tollgate: Redis call failed; refund or reset not applied to the shared quota')
@@ -82,6 +85,7 @@ export class BucketCalls {
     } finally {
       denials?.forget(keys)
     }
+    return reply
   }
 
   /** One call of the bucket script, bounded by `timeoutMs`, counted by the breaker; `inFlight`: settles the deny cache's count. */

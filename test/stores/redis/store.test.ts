@@ -118,6 +118,24 @@ if (requireRedis(t)) {
     t.same(await client.keys('api-v2:*'), ['api-v2:{u:1}:app'])
     await store.close()
   })
+
+  t.test('without the deny cache, a refund and a reset still reach Redis', async (t) => {
+    const server = await startRedis(t)
+    const client = server.client(t)
+    const clock = manualClock()
+    const store = redisStore({ client, clock: clock.now, heartbeatIntervalMs: 0, denyCacheSize: 0 })
+    t.equal((store as unknown as { denials: unknown }).denials, undefined, 'denyCacheSize 0: no deny cache')
+    const bucket = { key: '{w}:k', policy: { capacity: 10, refillPerSecond: 0 }, cost: 7 }
+    t.equal((await store.consume([bucket])).allowed, true)
+    t.match(await store.peek({ ...bucket, cost: 1 }), { tokens: 3 }, '7 of 10 spent')
+    t.equal(await store.refund({ ...bucket, cost: 2 }), 5, 'the refund answers the tokens held then')
+    t.match(await store.peek({ ...bucket, cost: 1 }), { tokens: 5 }, 'the refund is in Redis')
+    t.match(await client.get('tollgate:{w}:k'), /^5 /)
+    await store.reset(bucket.key)
+    t.equal(await client.exists('tollgate:{w}:k'), 0, 'the reset deleted the key')
+    t.match(await store.peek({ ...bucket, cost: 1 }), { tokens: 10 }, 'full again')
+    await store.close()
+  })
 }
 
 t.test('standalone, with Redis unreachable: decides by failMode, logs by its interval', async (t) => {
