@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import type { ReplicaConfig, ReplicaLine } from './config.js'
+import { untracedEnv } from '../child-env.js'
 
 const REPLICA_JS = fileURLToPath(new URL('./replica.js', import.meta.url))
 
@@ -29,6 +30,7 @@ export class ReplicaProcess {
 
   constructor (readonly index: number, config: ReplicaConfig, readonly events: StoreEvent[]) {
     this.child = spawn(process.execPath, [REPLICA_JS, JSON.stringify(config)], {
+      env: untracedEnv(),
       stdio: ['pipe', 'pipe', process.env.FAULTS_VERBOSE === undefined ? 'ignore' : 'inherit']
     })
   }
