@@ -69,10 +69,9 @@ t.test('the tarball holds what a user needs, and nothing from the repository\'s 
   t.ok(sources.some((file) => file.endsWith('.lua')), 'lib/ has Lua scripts besides its TypeScript')
   const docs = (await readdir(join(ROOT, 'docs'))).filter((file) => file.endsWith('.md')).map((file) => `docs/${file}`)
   t.ok(docs.length > 0, 'docs/ has pages')
-  const wanted = ['package.json', 'README.md', 'CHANGELOG.md', 'MIGRATING.md', ...docs,
+  const wanted = ['package.json', 'LICENSE', 'README.md', 'CHANGELOG.md', 'MIGRATING.md', ...docs,
     ...sources.flatMap((file) => file.endsWith('.ts') ? [`dist/${file.replace(/\.ts$/, '.js')}`, `dist/${file.replace(/\.ts$/, '.d.ts')}`] : [`dist/${file}`])]
-  if (existsSync(join(ROOT, 'LICENSE'))) wanted.push('LICENSE')
-  t.same(wanted.filter((file) => !files.includes(file)), [], 'no file missing: the modules, their types, the Lua, the documents the README names')
+  t.same(wanted.filter((file) => !files.includes(file)), [], 'no file missing: the license, the modules, their types, the Lua, the documents the README names')
   t.same(files.filter((file) => !wanted.includes(file)), [], 'no other file')
   t.same(files.filter((file) => /\.map$|\.tsbuildinfo$|^lib\/|^docs\/decisions\//.test(file)), [],
     'no source map, build state, lib/ source or decision record')
