@@ -110,13 +110,6 @@ function compile (blocks: Snippet[], out: string): Map<Snippet, string[]> {
   return errors
 }
 
-/** Reads `document` (at the repository's root), writes its blocks under build/`folder`/ and compiles those not marked skip. */
-export function documentBlocks (document: string, folder: string): DocumentBlocks {
-  const [blocks] = documentsBlocks([document], folder)
-  if (blocks === undefined) throw new Error(`no blocks for ${document}`)
-  return blocks
-}
-
 /**
  * The blocks of several documents (`docs/options.md`, …), written under
  * build/`folder`/ (each file named after its document) and compiled as one
