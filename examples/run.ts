@@ -1,4 +1,7 @@
-/** `npm run example <name>`: serves one example (without a name: `server`, as `npm start`); an unknown name lists them. */
+/**
+ * `npm run example <name>`: serves one example; without a name, `server` (as `npm start`);
+ * an unknown name lists them.
+ */
 import { EXAMPLES, serve, type Example } from './example.js'
 
 const name = process.argv[2] ?? 'server'
