@@ -1,24 +1,26 @@
 /**
- * Every ```ts block a user may paste, tried as snippets.ts says: README.md's,
- * MIGRATING.md's and those of every docs/*.md page (found by listing docs/, so a
- * new page is covered without a change here), type-checked together as one
+ * Every TypeScript block a user may paste, tried as snippets.ts says: README.md's,
+ * MIGRATING.md's and those of every page under docs/ (documents.ts lists it, its
+ * subfolders included, so a new page is covered without a change here), none
+ * skipped, type-checked together as one
  * program (one compile, not one per document) and, unless marked
- * `<!-- readme-test: skip -->` or `compile-only`, each run as pasted in its own
- * process. Beside them: each page is one topic with a title linked from the
- * README; MIGRATING.md's worked example is the app the replica test runs; the
+ * `<!-- readme-test: compile-only -->`, each run as pasted in its own process.
+ * Beside them: each page is one topic with a title linked from the README (a
+ * page of a subfolder, from its folder's README.md); MIGRATING.md's worked example is the app the replica test runs; the
  * README's tiers block gives a VIP user their own quota.
  */
 import t from 'tap'
-import { readdirSync, readFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { readFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { FastifyInstance } from 'fastify'
-import { documentsBlocks, emitted, ROOT, SECRET, testBlocks } from './snippets.js'
+import { documentsBlocks, emitted, SECRET, testBlocks } from './snippets.js'
+import { pages, ROOT } from './documents.js'
+import { headings } from './markdown.js'
 
 // Child processes and one TypeScript program: more than tap's 30 s on a busy machine.
 t.setTimeout(300_000)
 
-const pages = readdirSync(join(ROOT, 'docs')).filter((file) => file.endsWith('.md')).sort().map((file) => `docs/${file}`)
 const documents = documentsBlocks(['README.md', 'MIGRATING.md', ...pages], 'doc-blocks')
 const byName = (name: string) => documents.find((document) => document.document === name) as (typeof documents)[number]
 const readme = byName('README.md')
@@ -27,22 +29,27 @@ const docs = documents.filter((document) => document.document.startsWith('docs/'
 
 t.test('docs/ holds the pages', async (t) => {
   t.ok(pages.length >= 8, `${pages.length} pages: ${pages.join(', ')}`)
+  t.ok(pages.some((page) => page.startsWith('docs/decisions/')), 'the pages of docs/ subfolders are listed too')
   const all = docs.flatMap((page) => page.blocks)
   t.ok(all.length >= 10, `${all.length} ts blocks in all`)
-  const skipped = all.filter((block) => block.mode === 'skip')
-  t.same(skipped.map((block) => `${block.document}:${block.line}`), [], 'no block is skipped: a block a user would paste is checked')
   const runs = all.filter((block) => block.mode === 'run').length
   t.ok(runs >= all.length - 3, `most blocks run, not only compile (${runs} of ${all.length})`)
 })
 
-t.test('each page has one title, and the README links it', async (t) => {
-  const text = readFileSync(join(ROOT, 'README.md'), 'utf8')
-  for (const page of pages) {
+t.test('no block of any document is skipped: a block a user would paste is checked', async (t) => {
+  const skipped = documents.flatMap((document) => document.blocks).filter((block) => block.mode === 'skip')
+  t.same(skipped.map((block) => `${block.document}:${block.line}`), [])
+})
+
+t.test('each page has one title, and the README (a subfolder\'s page: its folder\'s README.md, the index) links it', async (t) => {
+  for (const page of pages.filter((page) => !page.endsWith('/README.md'))) {
     const body = readFileSync(join(ROOT, page), 'utf8')
-    const titles = body.split('\n').filter((line) => /^# /.test(line))
+    const titles = headings(body).filter((heading) => heading.level === 1)
     t.equal(titles.length, 1, `${page}: one # title`)
     t.ok(body.startsWith('# '), `${page}: opens with its title`)
-    t.ok(text.includes(`](${page})`), `README.md links ${page}`)
+    const index = dirname(page) === 'docs' ? 'README.md' : `${dirname(page)}/README.md`
+    const target = index === 'README.md' ? page : page.slice(dirname(page).length + 1)
+    t.ok(readFileSync(join(ROOT, index), 'utf8').includes(`](${target})`), `${index} links ${page}`)
   }
 })
 

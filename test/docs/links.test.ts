@@ -1,20 +1,15 @@
 /**
  * Every relative link of the repository's documents resolves: README.md,
- * MIGRATING.md, CONTRIBUTING.md (when present), ARCHITECTURE.md, CHANGELOG.md and
- * every markdown file under docs/ (found by listing it). A link names a file or
- * folder that exists, and its `#anchor` a heading of the target, as GitHub slugs
- * headings. A failure names the document, the line and the link (links.ts).
+ * MIGRATING.md, CONTRIBUTING.md, ARCHITECTURE.md, CHANGELOG.md (those present)
+ * and every markdown file under docs/ (documents.ts lists them). A link names a
+ * file or folder git tracks, and its `#anchor` a heading of the target, as GitHub
+ * slugs headings. A failure names the document, the line and the link (links.ts).
  */
 import t from 'tap'
-import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { anchors, brokenLinks, links, slug } from './links.js'
-import { ROOT } from './snippets.js'
-
-const roots = ['README.md', 'MIGRATING.md', 'CONTRIBUTING.md', 'ARCHITECTURE.md', 'CHANGELOG.md'].filter((file) => existsSync(join(ROOT, file)))
-const pages = (readdirSync(join(ROOT, 'docs'), { recursive: true }) as string[])
-  .filter((file) => file.endsWith('.md')).sort().map((file) => `docs/${file.replaceAll('\\', '/')}`)
-const documents = [...roots, ...pages]
+import { documents, pages, ROOT } from './documents.js'
 
 t.test('GitHub heading anchors', async (t) => {
   t.equal(slug('Who is the user?'), 'who-is-the-user')
@@ -24,6 +19,14 @@ t.test('GitHub heading anchors', async (t) => {
   t.equal(slug('Links to [the docs](docs/options.md)'), 'links-to-the-docs')
   t.equal(slug('A  b_c'), 'a--b_c', 'each space a hyphen; underscores stay')
   t.same([...anchors('# A\n## A\n```\n# not a heading\n```\n## A\n')], ['a', 'a-1', 'a-2'], 'repeated headings numbered, code left out')
+  t.equal(slug('The _edge_ and __app__ layers'), 'the-edge-and-app-layers', 'emphasis shows its text')
+  t.equal(slug('`snake_case` and snake_case, not \\_this\\_'), 'snake_case-and-snake_case-not-_this_', 'underscores in code, words and escapes stay')
+  t.equal(slug('`a<b>` and <b>tags</b> &amp; C# 1.0!'), 'ab-and-tags--c-10', 'code kept verbatim, tags dropped, punctuation dropped')
+  t.equal(slug('[`x`](y.md) z'), 'x-z', 'a link holding code shows its text')
+  t.same([...anchors('Title\n=====\n\nPart\nof it\n---\n\n- item\n---\n\n<!--\n# hidden\n-->\n~~~\n## fenced\n~~~\n')], ['title', 'part-of-it'],
+    'setext headings (a paragraph of several lines too); a list item over --- is none; no heading in a comment or a ~~~ fence')
+  t.same([...anchors('# A\n# A-1\n# A\n# C# ##\n<a name="x"></a> <p id=\'y\'>\n')], ['a', 'a-1', 'a-2', 'c', 'x', 'y'],
+    'a repeated heading takes the next unused number; a closing # sequence is not text; HTML ids and names are anchors')
 })
 
 t.test('links are found in prose, not in code', async (t) => {
@@ -33,11 +36,33 @@ t.test('links are found in prose, not in code', async (t) => {
   ])
 })
 
+t.test('reference links, HTML attributes quoted any way, angle brackets; nothing in code or comments', async (t) => {
+  const text = '[a][one] [b][] [c] ![d][TWO]\n\n[one]: ref-one.md "title"\n  [Two]:\n  <ref two.md>\n' +
+    '<a href=\'single.md\'>x</a> <img alt="y" src=bare.png> <a\n  href="next-line.md">\n[e](<with space.md> \'t\') [f](g(h).md)\n' +
+    '[^1]: footnote.md\n`x\n[in](code.md)` <!-- [in](comment.md) -->\n   ~~~ts\n[in](tilde.md)\n~~~\n````\n```\n[in](longer.md)\n````\n'
+  t.same(links(text), [
+    { line: 3, target: 'ref-one.md' }, { line: 4, target: 'ref two.md' },
+    { line: 6, target: 'single.md' }, { line: 6, target: 'bare.png' }, { line: 7, target: 'next-line.md' },
+    { line: 8, target: 'with space.md' }, { line: 8, target: 'g(h).md' }
+  ], 'a footnote is no link')
+})
+
+t.test('a link resolves to a file or folder git tracks, its anchor %-decoded', async (t) => {
+  const text = '# Größe über alles\n\n[a](package-lock.json) [b](node_modules) [c](docs/decisions/) [d](#gr%C3%B6%C3%9Fe-%C3%BCber-alles)\n' +
+    '[e][missing] [f][] [g](/docs/options.md)\n'
+  t.same(brokenLinks(ROOT, 'TEST.md', text), [
+    'TEST.md:3: node_modules: no file or folder node_modules tracked by git',
+    'TEST.md:4: [missing]: no reference definition [missing]:',
+    'TEST.md:4: [f]: no reference definition [f]:'
+  ])
+  t.same(brokenLinks(ROOT, 'TEST.md', '[h](%E0%A4%A)\n'), ['TEST.md:1: %E0%A4%A: a malformed %-encoding'])
+})
+
 t.test('a broken link fails, naming the document, the line and the link', async (t) => {
   const text = '# Title\n\n[ok](README.md) [self](#title) [gone](docs/nowhere.md)\n[bad anchor](MIGRATING.md#no-such-heading)\n' +
     '[bad self](#nothing) [web](https://example.org/x) [up](../outside.md)\n'
   t.same(brokenLinks(ROOT, 'TEST.md', text), [
-    'TEST.md:3: docs/nowhere.md: no file docs/nowhere.md',
+    'TEST.md:3: docs/nowhere.md: no file or folder docs/nowhere.md tracked by git',
     'TEST.md:4: MIGRATING.md#no-such-heading: no heading #no-such-heading in MIGRATING.md',
     'TEST.md:5: #nothing: no heading #nothing in TEST.md',
     'TEST.md:5: ../outside.md: outside the repository'

@@ -16,7 +16,7 @@ import { join } from 'node:path'
 import { requireRedis, startRedis } from '../redis-server.js'
 import { runExample } from '../run-example.js'
 import { EXAMPLES } from '../../examples/example.js'
-import { ROOT } from './snippets.js'
+import { ROOT } from './documents.js'
 
 // Child processes and a TypeScript program of their own: more than tap's 30 s on a busy machine.
 t.setTimeout(240_000)

@@ -1,6 +1,8 @@
 /**
- * The ```ts blocks of a user document (README.md, MIGRATING.md, docs/*.md), tried
- * as a user pastes them:
+ * The TypeScript blocks of a user document (README.md, MIGRATING.md, docs/**.md),
+ * tried as a user pastes them. A TypeScript block is a fenced block (markdown.ts
+ * pairs the fences of every language) whose info string starts with `ts`,
+ * `typescript`, `mts` or `cts`, in any case, whatever follows (`ts title="app.ts"`):
  *
  * - every block type-checks as pasted, with the repository's TypeScript and
  *   compiler options (`strict` and more, as `tsc --init` sets them; unused names
@@ -11,19 +13,23 @@
  *   process exits by itself with nothing on stderr.
  *
  * A block that is deliberately partial is marked on the line before its fence with
- * `<!-- readme-test: skip -->` (not checked) or `<!-- readme-test: compile-only -->`
- * (type-checked, not run).
+ * exactly `<!-- readme-test: compile-only -->` (type-checked, not run) or
+ * `<!-- readme-test: skip -->` (not checked; blocks.test.ts allows none). What
+ * cannot be checked is refused, never passed over: a `tsx` block, a ts fence
+ * in a block quote or indented 4 spaces or more, a `readme-test` comment that is
+ * not exactly a marker before a ts fence.
  */
 import type { Test } from 'tap'
 import ts from 'typescript'
 import { spawn } from 'node:child_process'
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { pathToFileURL } from 'node:url'
 import { freePort, requireRedis, startRedis } from '../redis-server.js'
 import { untracedEnv } from '../child-env.js'
+import { ROOT } from './documents.js'
+import { fences, headings, outsideFences, strayFences } from './markdown.js'
 
-export const ROOT = fileURLToPath(new URL('../../../', import.meta.url))
 export const SECRET = 'readme-test-secret-0123456789'
 
 export interface Snippet {
@@ -43,40 +49,66 @@ export interface Snippet {
 export interface DocumentBlocks {
   /** `README.md`, `docs/options.md`: from the repository's root. */
   document: string
-  /** Every ts block, skipped ones included. */
+  /** Every TypeScript block, skipped ones included. */
   blocks: Snippet[]
+  /** What cannot be checked (a tsx block, a stray ts fence, a marker that is not one), as `<document>:<line>: why`. */
+  refused: string[]
   /** The blocks not marked skip. */
   checked: Snippet[]
   /** Per checked block, its compile errors. */
   errors: Map<Snippet, string[]>
 }
 
-/** Every ```ts block of a markdown text, with the mode its marker (if any) gives it; written as `<out>/<prefix>-line-<n>.ts`. */
-export function snippets (markdown: string, out: string, prefix: string, document = `${prefix}.md`): Snippet[] {
+/** The file extension a fence's language is checked as (its leading letters, any case: `ts title="…"`, `TS`, `mts`). */
+const EXTENSIONS = new Map([['ts', '.ts'], ['typescript', '.ts'], ['mts', '.mts'], ['cts', '.cts']])
+/** TypeScript fences that cannot be checked here: refused, not skipped. */
+const UNCHECKABLE = new Map([['tsx', 'a tsx block (JSX) is not checked: write it as ts, or as its own language if it is not TypeScript']])
+const languageOf = (info: string): string => (/^[a-z]*/i.exec(info)?.[0] ?? '').toLowerCase()
+const isTypeScript = (info: string): boolean => EXTENSIONS.has(languageOf(info)) || UNCHECKABLE.has(languageOf(info))
+const MARKER = /^\s*<!--\s*readme-test:\s*(skip|compile-only)\s*-->\s*$/
+
+/** A document's TypeScript blocks, and what it holds that cannot be checked, each refusal as `<document>:<line>: why`. */
+export interface Found { blocks: Snippet[], refused: string[] }
+
+/** The heading each line of a document is under. */
+function sectionAt (markdown: string): (line: number) => string {
+  const all = headings(markdown)
+  return (line) => all.findLast((heading) => heading.line < line)?.text ?? ''
+}
+
+/** Every TypeScript block of a markdown text, with the mode its marker (if any) gives it; written as `<out>/<prefix>-line-<n>.<ext>`. */
+export function snippets (markdown: string, out: string, prefix: string, document = `${prefix}.md`): Found {
   const lines = markdown.split('\n')
-  const found: Snippet[] = []
-  let section = ''
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i] as string
-    const heading = /^#{1,6} (.*)/.exec(line)
-    if (heading !== null) section = heading[1] as string
-    const fence = /^```(\S*)\s*$/.exec(line)
-    if (fence === null) continue
-    let end = i + 1
-    while (end < lines.length && !/^```\s*$/.test(lines[end] as string)) end++
-    if (fence[1] === 'ts' || fence[1] === 'typescript') {
-      const before = lines.slice(0, i).findLast((l) => l.trim() !== '') ?? ''
-      const marker = /^<!--\s*readme-test:\s*(skip|compile-only)\b.*-->\s*$/.exec(before)
-      found.push({
-        document,
-        line: i + 1,
-        section,
-        code: lines.slice(i + 1, end).join('\n'),
-        mode: (marker?.[1] as Snippet['mode'] | undefined) ?? 'run',
-        file: join(out, `${prefix}-line-${i + 1}.ts`)
-      })
+  const section = sectionAt(markdown)
+  const found: Found = { blocks: [], refused: [] }
+  const refuse = (line: number, why: string): void => { found.refused.push(`${document}:${line}: ${why}`) }
+  const markers = new Set<number>()
+  for (const fence of fences(lines)) {
+    const marked = lines.slice(0, fence.open).findLastIndex((l) => l.trim() !== '')
+    const marker = MARKER.exec(lines[marked] ?? '')
+    if (marker !== null) markers.add(marked)
+    if (!isTypeScript(fence.info)) {
+      if (marker !== null) refuse(marked + 1, `a marker before a ${fence.language || 'plain'} block: markers are for ts blocks`)
+      continue
     }
-    i = end
+    const extension = EXTENSIONS.get(languageOf(fence.info))
+    if (extension === undefined) { refuse(fence.open + 1, UNCHECKABLE.get(languageOf(fence.info)) ?? ''); continue }
+    found.blocks.push({
+      document,
+      line: fence.open + 1,
+      section: section(fence.open + 1),
+      code: fence.content.join('\n'),
+      mode: (marker?.[1] as Snippet['mode'] | undefined) ?? 'run',
+      file: join(out, `${prefix}-line-${fence.open + 1}${extension}`)
+    })
+  }
+  outsideFences(lines).forEach((line, i) => {
+    if (/<!--\s*readme-test/.test(line) && !markers.has(i)) {
+      refuse(i + 1, 'not a marker: <!-- readme-test: compile-only --> (or skip), alone on the line before a ts fence')
+    }
+  })
+  for (const stray of strayFences(lines).filter(({ language }) => isTypeScript(language))) {
+    refuse(stray.line, 'a ts fence in a block quote, or indented 4 spaces or more: not read as a block here; unindent it')
   }
   return found
 }
@@ -119,15 +151,15 @@ export function documentsBlocks (documents: string[], folder: string): DocumentB
   const out = join(ROOT, 'build', folder)
   const found = documents.map((document) => {
     const prefix = document.replace(/\.md$/, '').replace(/[^\w-]/g, '-')
-    const blocks = snippets(readFileSync(join(ROOT, document), 'utf8'), out, prefix, document)
-    return { document, blocks, checked: blocks.filter((block) => block.mode !== 'skip') }
+    const { blocks, refused } = snippets(readFileSync(join(ROOT, document), 'utf8'), out, prefix, document)
+    return { document, blocks, refused, checked: blocks.filter((block) => block.mode !== 'skip') }
   })
   const errors = compile(found.flatMap(({ checked }) => checked), out)
   return found.map((page) => ({ ...page, errors }))
 }
 
 /** The JavaScript emitted for a block. */
-export const emitted = (block: Snippet): string => block.file.replace(/\.ts$/, '.js')
+export const emitted = (block: Snippet): string => block.file.replace(/\.([mc]?)ts$/, '.$1js')
 
 interface Ran { code: number | null, stderr: string, timedOut: boolean }
 
@@ -149,9 +181,10 @@ if (m.app !== undefined) { await m.app.ready(); await m.app.close() }`
 }
 
 /** The two tests every document gets: its blocks (at least `atLeast` checked ones: some were found) compile, and the complete ones run as pasted. */
-export function testBlocks (t: Test, { document, blocks, checked, errors }: DocumentBlocks, atLeast: number): void {
+export function testBlocks (t: Test, { document, blocks, refused, checked, errors }: DocumentBlocks, atLeast: number): void {
   const name = document.replace(/\.md$/, '')
   t.test(`${name}: every ts block compiles under strict as pasted`, async (t) => {
+    t.same(refused, [], `${document}: every TypeScript block can be checked`)
     t.ok(checked.length >= atLeast, `${checked.length} blocks to check (${blocks.length - checked.length} marked skip)`)
     for (const block of checked) t.same(errors.get(block), [], `${document}:${block.line} (${block.section}) compiles`)
   })

@@ -1,0 +1,78 @@
+/**
+ * How snippets.ts finds the TypeScript blocks of a document (markdown.ts pairs
+ * the fences): every TypeScript fence, however its info string is written, each
+ * block's content alone (no fence of any language swallows or hides another),
+ * exact markers, and what cannot be checked refused, not passed over.
+ */
+import t from 'tap'
+import { fences } from './markdown.js'
+import { snippets } from './snippets.js'
+
+const found = (markdown: string) => snippets(markdown, '/out', 'doc', 'doc.md')
+const lines = (markdown: string) => found(markdown).blocks.map((block) => `${block.line}:${block.mode}:${block.code}`)
+
+t.test('every TypeScript fence is found, whatever its info string, indentation, case or fence character', async (t) => {
+  const text = [
+    '```ts title="app.ts"', 'a', '```',
+    '```ts', 'b', '```',
+    '~~~ts', 'c', '~~~',
+    '   ```TS', '   d', '   ```',
+    '```typescript', 'e', '```',
+    '```mts', 'f', '```',
+    '```cts', 'g', '```',
+    '```Typescript{1,2}', 'h', '```'
+  ].join('\n')
+  t.same(lines(text), ['1:run:a', '4:run:b', '7:run:c', '10:run:d', '13:run:e', '16:run:f', '19:run:g', '22:run:h'])
+  t.same(found(text).blocks.map((block) => block.file.slice(-7)), [
+    'ne-1.ts', 'ne-4.ts', 'ne-7.ts', 'e-10.ts', 'e-13.ts', '-16.mts', '-19.cts', 'e-22.ts'
+  ], 'an mts or cts block is checked as such')
+  t.same(found(text).refused, [])
+})
+
+t.test('a fence of any language closes only on its own kind: it holds its content and hides nothing after it', async (t) => {
+  const text = [
+    '~~~md', '```ts', 'inside the md block', '```', '~~~',
+    '````md', '```', '````',
+    '```ts', 'x', '``` not a closing fence', '`````',
+    '```sh', 'echo ~~~', '~~~', '```',
+    '```ts', 'z', '```'
+  ].join('\n')
+  t.same(lines(text), ['9:run:x\n``` not a closing fence', '17:run:z'])
+  t.same(fences(text.split('\n')).map((fence) => `${fence.open + 1}-${fence.close + 1} ${fence.language}`), [
+    '1-5 md', '6-8 md', '9-12 ts', '13-16 sh', '17-19 ts'
+  ])
+  t.same(fences(['```ts', 'never closed', '', '```sh']).map((fence) => fence.close), [4], 'a fence never closed runs to the end')
+})
+
+t.test('markers are exact, on the line before a ts fence; no other readme-test comment passes', async (t) => {
+  const text = [
+    '<!-- readme-test: compile-only -->', '```ts', 'a', '```',
+    '<!--readme-test:skip-->', '', '```ts', 'b', '```',
+    '<!-- readme-test: skip-me -->', '```ts', 'c', '```',
+    '<!-- readme-test: compile-only please -->', '```ts', 'd', '```',
+    '<!-- readme-test: skip -->', '```sh', 'e', '```',
+    '<!-- readme-test: skip -->'
+  ].join('\n')
+  t.same(lines(text), ['2:compile-only:a', '7:skip:b', '11:run:c', '15:run:d'])
+  t.same(found(text).refused, [
+    'doc.md:18: a marker before a sh block: markers are for ts blocks',
+    'doc.md:10: not a marker: <!-- readme-test: compile-only --> (or skip), alone on the line before a ts fence',
+    'doc.md:14: not a marker: <!-- readme-test: compile-only --> (or skip), alone on the line before a ts fence',
+    'doc.md:22: not a marker: <!-- readme-test: compile-only --> (or skip), alone on the line before a ts fence'
+  ])
+})
+
+t.test('a TypeScript block that cannot be checked is refused, not skipped', async (t) => {
+  const text = ['```tsx', '<App />', '```', '', '- item', '', '    ```ts', '    a', '    ```', '', '> ```TypeScript', '> b', '> ```'].join('\n')
+  t.same(lines(text), [])
+  t.same(found(text).refused, [
+    'doc.md:1: a tsx block (JSX) is not checked: write it as ts, or as its own language if it is not TypeScript',
+    'doc.md:7: a ts fence in a block quote, or indented 4 spaces or more: not read as a block here; unindent it',
+    'doc.md:11: a ts fence in a block quote, or indented 4 spaces or more: not read as a block here; unindent it'
+  ])
+})
+
+t.test('a block is under the heading before it, ATX or setext', async (t) => {
+  const text = ['# One #', '```ts', 'a', '```', 'Two', '---', '```ts', 'b', '```'].join('\n')
+  t.same(found(text).blocks.map((block) => block.section), ['One', 'Two'])
+})
