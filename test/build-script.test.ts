@@ -3,7 +3,11 @@
  * and the benches, run on a small project in a temporary folder (never on this repository's
  * dist/ and build/, which the other test files are running from): incremental (a second run
  * rewrites nothing), no stale output after a source is deleted or renamed, a hand-deleted
- * output rebuilt, and the untyped `run` target writing the bytes tsc writes.
+ * output rebuilt, nothing the untyped `run` target wrote surviving the next tsc build, `run`
+ * writing the bytes tsc writes, and `pack` building dist/ from nothing.
+ *
+ * Every tsc build costs CPU (about half a second each), so the cases share one project and
+ * follow each other, each starting from the state the one before left: run them in order.
  */
 import t from 'tap'
 import { execFile } from 'node:child_process'
@@ -13,7 +17,7 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { untracedEnv } from './child-env.js'
 
-// Three tsc programs per build on a shared 2-core machine.
+// About ten tsc builds on a shared 2-core machine.
 t.setTimeout(180_000)
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -28,13 +32,18 @@ function put (path: string, text: string): void {
   writeFileSync(join(project, path), text)
 }
 
-// The repository's script and configs (the base one without Node's types, which these sources do not need).
+// The repository's script and configs. The base one without Node's types and without TypeScript's library (parsing
+// it was a third of each build's CPU): the few global types tsc needs are declared in lib/globals.d.ts, a
+// declaration file as a project may hold (it has no output).
 mkdirSync(join(project, 'scripts'))
 copyFileSync(join(ROOT, 'scripts', 'build.js'), join(project, 'scripts', 'build.js'))
 for (const config of ['tsconfig.build.json', 'tsconfig.json']) copyFileSync(join(ROOT, config), join(project, config))
 symlinkSync(join(ROOT, 'node_modules'), join(project, 'node_modules'))
 put('package.json', JSON.stringify({ name: 'small', type: 'module' }))
-put('tsconfig.base.json', readFileSync(join(ROOT, 'tsconfig.base.json'), 'utf8').replace('"types": ["node"]', '"types": []'))
+put('tsconfig.base.json', readFileSync(join(ROOT, 'tsconfig.base.json'), 'utf8').replace('"types": ["node"]', '"types": []')
+  .replace(/"lib": \[[^\]]*\]/, '"noLib": true'))
+put('lib/globals.d.ts', ['Array<T>', 'Boolean', 'CallableFunction', 'Function', 'IArguments', 'NewableFunction', 'Number', 'Object', 'RegExp']
+  .map((name) => `interface ${name} {}\n`).join('') + 'interface String { readonly length: number }\n')
 put('lib/types/shape.ts', 'export interface Shape { readonly sides: number }\nexport type Named = Shape & { name: string }\n')
 put('lib/square.ts', "import type { Shape } from './types/shape.js'\nexport const square = { sides: 4 } satisfies Shape\nexport class Box<T> { constructor (readonly value: T) {} }\n")
 put('lib/index.ts', "export { square, Box } from './square.js'\nexport type { Shape, Named } from './types/shape.js'\nexport const area = (side: number): number => side ** 2\n")
@@ -88,6 +97,26 @@ t.test('a second run with nothing changed rewrites nothing, for every target', a
   t.same(outputs(), before, 'every output as it was, to the millisecond')
 })
 
+t.test('run does not check types; what it wrote does not survive the next tsc build, though the source is back as tsc last saw it', async (t) => {
+  const fromTsc = read('dist/index.js')
+  const example = ['build/examples/example.js', 'build/examples/example.js.map']
+  const exampleFromTsc = new Map(example.map((file) => [file, read(file)]))
+  const edits = new Map([['lib/index.ts', 'export const edited = 1\n'], ['examples/example.ts', 'export const wrong: number = \'text\'\n']])
+  const original = new Map([...edits.keys()].map((source) => [source, read(source)]))
+  for (const [source, edit] of edits) put(source, `${original.get(source) ?? ''}${edit}`)
+  const ran = await build('run')
+  t.equal(ran.code, 0, 'run does not check types', { output: ran.output })
+  t.match(read('dist/index.js'), /export const edited = 1/, 'run wrote the edit into dist/')
+  t.match(read('build/examples/example.js'), /export const wrong = 'text'/, 'and the ill-typed one into build/')
+  for (const source of edits.keys()) put(source, original.get(source) ?? '')
+  const built = await build('dist')
+  t.equal(built.code, 0, 'dist builds', { output: built.output })
+  t.equal(read('dist/index.js'), fromTsc, 'dist/index.js is tsc\'s output of the source as it is, not run\'s of the edit')
+  const builtTest = await build('test')
+  t.equal(builtTest.code, 0, 'build:test builds', { output: builtTest.output })
+  t.same(example.filter((file) => read(file) !== exampleFromTsc.get(file)), [], 'so is the example in build/, with its map')
+})
+
 t.test('a deleted or renamed source leaves no output behind; a new one is built', async (t) => {
   renameSync(join(project, 'lib/square.ts'), join(project, 'lib/quad.ts'))
   put('lib/index.ts', read('lib/index.ts').replace('./square.js', './quad.js'))
@@ -106,7 +135,47 @@ t.test('a deleted or renamed source leaves no output behind; a new one is built'
   t.notOk(existsSync(join(project, 'dist/stores/scripts/one.lua')), 'the deleted Lua gone from dist/')
 })
 
+t.test('an output deleted by hand is built again, though the sources did not change', async (t) => {
+  rmSync(join(project, 'dist/quad.d.ts'))
+  rmSync(join(project, 'build/test/area.test.js'))
+  const ran = await build('test')
+  t.equal(ran.code, 0, 'builds', { output: ran.output })
+  t.ok(existsSync(join(project, 'dist/quad.d.ts')), 'dist/quad.d.ts back')
+  t.ok(existsSync(join(project, 'build/test/area.test.js')), 'build/test/area.test.js back')
+})
+
+t.test('the run target writes, byte for byte, what tsc writes', async (t) => {
+  const wanted = ['dist/index.js', 'dist/quad.js', 'dist/types/shape.js', 'build/examples/example.js', 'build/examples/example.js.map',
+    'build/demo/index.js', 'build/demo/index.js.map', 'build/test/redis-server.js', 'build/test/redis-server.js.map']
+  const fromTsc = new Map(wanted.map((file) => [file, read(file)]))
+  const testBuilt = statSync(join(project, 'build/test/area.test.js')).mtimeMs
+  rmSync(join(project, 'dist'), { recursive: true })
+  for (const file of wanted.filter((file) => file.startsWith('build/'))) rmSync(join(project, file))
+  const ran = await build('run', '--verbose')
+  t.equal(ran.code, 0, 'runs', { output: ran.output })
+  t.match(ran.output, /Transpiled 6 file\(s\)/, 'lib/\'s three files and the three the examples and the demo need')
+  t.same(wanted.filter((file) => read(file) !== fromTsc.get(file)), [], 'every file as tsc wrote it')
+  t.equal(statSync(join(project, 'build/test/area.test.js')).mtimeMs, testBuilt, 'the tests are left to build:test')
+})
+
+t.test('build:test fails on a type error, naming it', async (t) => {
+  put('examples/example.ts', read('examples/example.ts') + 'export const wrong: number = \'text\'\n')
+  const failed = await build('test')
+  t.not(failed.code, 0, 'fails')
+  t.match(failed.output, /examples\/example\.ts.*TS2322/, 'naming it')
+})
+
+t.test('pack builds dist/ from nothing: a file of dist/ edited by hand, which tsc -b does not read, is tsc\'s again', async (t) => {
+  const fromTsc = read('dist/index.js')
+  put('dist/index.js', 'export const byHand = 1\n')
+  const ran = await build('pack')
+  t.equal(ran.code, 0, 'packs', { output: ran.output })
+  t.equal(read('dist/index.js'), fromTsc)
+  t.ok(existsSync(join(project, 'dist/.tsbuildinfo')) && existsSync(join(project, 'dist/stores/scripts/two.lua')), 'with its build state and the Lua')
+})
+
 t.test('the run target (no tsc) also prunes: a source deleted since the last build leaves nothing in dist/', async (t) => {
+  t.ok(existsSync(join(project, 'dist/types/shape.js')), 'built before')
   rmSync(join(project, 'lib/types/shape.ts'))
   put('lib/quad.ts', 'export const square = { sides: 4 }\nexport class Box<T> { constructor (readonly value: T) {} }\n')
   put('lib/index.ts', "export { square, Box } from './quad.js'\nexport const area = (side: number): number => side ** 2\n")
@@ -116,40 +185,8 @@ t.test('the run target (no tsc) also prunes: a source deleted since the last bui
   t.notOk(existsSync(join(project, 'dist/types')), 'nor its empty folder')
 })
 
-t.test('an output deleted by hand is built again, though the sources did not change', async (t) => {
-  t.equal((await build('test')).code, 0)
-  rmSync(join(project, 'dist/quad.d.ts'))
-  rmSync(join(project, 'build/test/area.test.js'))
-  const ran = await build('test')
-  t.equal(ran.code, 0, 'builds', { output: ran.output })
-  t.ok(existsSync(join(project, 'dist/quad.d.ts')), 'dist/quad.d.ts back')
-  t.ok(existsSync(join(project, 'build/test/area.test.js')), 'build/test/area.test.js back')
-})
-
-t.test('the run target writes, byte for byte, what tsc writes; a type error does not stop it, build:test fails on it', async (t) => {
-  t.equal((await build('test')).code, 0)
-  const wanted = ['dist/index.js', 'dist/quad.js', 'build/examples/example.js', 'build/examples/example.js.map',
-    'build/demo/index.js', 'build/demo/index.js.map', 'build/test/redis-server.js', 'build/test/redis-server.js.map']
-  const fromTsc = new Map(wanted.map((file) => [file, read(file)]))
-  const testBuilt = statSync(join(project, 'build/test/area.test.js')).mtimeMs
-  rmSync(join(project, 'dist'), { recursive: true })
-  for (const file of wanted.filter((file) => file.startsWith('build/'))) rmSync(join(project, file))
-  const ran = await build('run', '--verbose')
-  t.equal(ran.code, 0, 'runs', { output: ran.output })
-  t.match(ran.output, /Transpiled 5 file\(s\)/, 'lib/\'s two files and the three the examples and the demo need')
-  t.same(wanted.filter((file) => read(file) !== fromTsc.get(file)), [], 'every file as tsc wrote it')
-  t.equal(statSync(join(project, 'build/test/area.test.js')).mtimeMs, testBuilt, 'the tests are left to build:test')
-
-  put('examples/example.ts', read('examples/example.ts') + 'export const wrong: number = \'text\'\n')
-  t.equal((await build('run')).code, 0, 'run does not check types')
-  t.match(read('build/examples/example.js'), /export const wrong = 'text'/, 'and transpiled the change')
-  const failed = await build('test')
-  t.not(failed.code, 0, 'build:test fails on the type error')
-  t.match(failed.output, /examples\/example\.ts.*TS2322/, 'naming it')
-})
-
 t.test('an unknown target prints the usage and fails', async (t) => {
   const ran = await build('everything')
   t.equal(ran.code, 1)
-  t.match(ran.output, /^Usage: node scripts\/build\.js <dist\|test\|run>/)
+  t.match(ran.output, /^Usage: node scripts\/build\.js <dist\|test\|run\|pack>/)
 })

@@ -1,6 +1,6 @@
 import { test } from 'tap'
-import { shortDiagnostic, TapSummary } from './tap-summary.js'
-import { plan, report, JOBS, QUICK } from './tap.js'
+import { crashLines, shortDiagnostic, TapSummary } from './tap-summary.js'
+import { listedFiles, plan, report, JOBS, QUICK } from './tap.js'
 
 /** TAP as `tap --reporter=tap` prints it: a file with a failing assertion, a timed-out subtest, a skip; a file that passes. */
 const TAP = `TAP version 14
@@ -115,7 +115,7 @@ test('the tap command line: jobs, coverage enforced unless Redis is missing outs
 
 test('the summary: failures first, then the totals; failed on a failure, on a non-zero exit, on coverage below 100%', async (t) => {
   const enforced = plan([], true, true)
-  const run = { code: 0, ms: 182_400, plan: enforced, coverage: { full: true, text: '100% of lib/' }, stderrLines: 0 }
+  const run = { code: 0, ms: 182_400, plan: enforced, coverage: { full: true, text: '100% of lib/' }, stderr: [], expected: ['build/test/b.test.js'] }
   const failed = report(read(TAP), { ...run, code: 1 })
   t.equal(failed.ok, false)
   const text = failed.lines.join('\n')
@@ -138,4 +138,70 @@ test('the summary: failures first, then the totals; failed on a failure, on a no
   const relaxed = plan([], false, false)
   t.equal(report(passing, { ...run, plan: relaxed, coverage: { full: false, text: 'BELOW 100%' } }).ok, true, 'not enforced without Redis outside CI')
   t.match(report(passing, { ...run, plan: relaxed, coverage: { full: false, text: 'BELOW 100%' } }).lines.join('\n'), /NOT enforced/)
+})
+
+/** What tap prints for a file that dies before its first test (here a syntax error), and Node's report on stderr. */
+const DIED = `TAP version 14
+1..2
+# Subtest: build/test/broken.test.js
+    1..0 # no tests found
+not ok 1 - build/test/broken.test.js # time=1111.934ms
+  ---
+  stdio: inherit
+  cwd: /work/repo
+  exitCode: 1
+  signal: null
+  ...
+
+# Subtest: build/test/b.test.js
+    ok 1 - passes # time=1ms
+    1..1
+ok 2 - build/test/b.test.js # time=1.5s
+`
+/** The tests' stderr: a warning of another file, the syntax error, and another file's uncaught error in between. */
+const STDERR = `(node:123) Warning: something else
+file:///work/repo/build/test/broken.test.js:2
+t.pass('x'
+       ^^^
+
+(node:456) ExperimentalWarning: another file's
+SyntaxError: missing ) after argument list
+    at compileSourceTextModule (node:internal/modules/esm/utils:346:16)
+
+Node.js v20.20.2
+Error: boom before tap
+    at load (file:///work/repo/dist/store.js:10:9)
+    at file:///work/repo/test/layers/thrown.test.ts:12:3
+
+Node.js v20.20.2`.split('\n')
+
+test('a file that died: its error and where, from the tests\' stderr, under its failure', async (t) => {
+  const run = { code: 1, ms: 1000, plan: plan([], true, true), coverage: { full: true, text: '100%' }, stderr: STDERR, expected: [] }
+  const text = report(read(DIED), run).lines.join('\n')
+  t.match(text, /FAILED build\/test\/broken\.test\.js\n {2}✗ \(the file itself\)\n( {6}.*\n)*? {6}SyntaxError: missing \) after argument list\n {6}at build\/test\/broken\.test\.js:2\n/)
+  t.match(text, /Files: {4}2 \(1 passed, 1 failed\)/)
+  t.same(crashLines(STDERR, 'build/test/layers/thrown.test.js'), ['Error: boom before tap', 'at test/layers/thrown.test.ts:12'],
+    'a source-mapped stack: the .ts line, the error above it')
+  t.same(crashLines(STDERR, 'build/test/quiet.test.js'), [], 'nothing for a file stderr does not name')
+  t.same(crashLines(['Error [ERR_MODULE_NOT_FOUND]: Cannot find module \'/x.js\' imported from /r/build/test/c.test.js'], 'build/test/c.test.js'),
+    ['Error [ERR_MODULE_NOT_FOUND]: Cannot find module \'/x.js\' imported from /r/build/test/c.test.js'], 'the error line naming the file')
+})
+
+test('a listed file with no result in the TAP counts as failed', async (t) => {
+  const passing = read(DIED.slice(DIED.indexOf('# Subtest: build/test/b.test.js')))
+  const run = { code: 0, ms: 1000, plan: plan([], true, true), coverage: { full: true, text: '100%' }, stderr: STDERR }
+  t.equal(report(passing, { ...run, expected: ['build/test/b.test.js'] }).ok, true)
+  const missed = report(passing, { ...run, expected: ['build/test/b.test.js', 'build/test/broken.test.js', 'build/test/gone.test.js'] })
+  t.equal(missed.ok, false, 'failed, though tap exited with 0')
+  const text = missed.lines.join('\n')
+  t.match(text, /Files: {4}3 \(1 passed, 2 failed\)/)
+  t.match(text, /FAILED build\/test\/gone\.test\.js\n {2}✗ \(the file itself\)\n {6}never ran: no result from it in the TAP\n/)
+  t.match(text, /FAILED build\/test\/broken\.test\.js\n[^]*? {6}SyntaxError: missing \) after argument list/, 'with its error, if stderr has one')
+})
+
+test('the files a run lists: the .js files and folders given, or all of build/test/', async (t) => {
+  const listed = listedFiles(['--reporter=tap', '--jobs=2', './build/test/engine/', 'build/test/nope.test.js'])
+  t.ok(listed.includes('build/test/nope.test.js'), 'a listed file that does not exist')
+  t.ok(listed.length > 1 && listed.every((file) => file === 'build/test/nope.test.js' || /^build\/test\/engine\/.+\.test\.js$/.test(file)), 'the folder\'s test files')
+  t.ok(listedFiles(['--reporter=tap']).includes('build/test/tap-summary.test.js'), 'every file, this one among them')
 })

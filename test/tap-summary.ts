@@ -155,3 +155,35 @@ export function shortDiagnostic (diagnostic: string[], maxLines = 24): string[] 
   if (at?.file !== undefined) kept.push(`at: ${at.file}${at.line === undefined ? '' : `:${at.line}`}`)
   return kept.length > maxLines ? [...kept.slice(0, maxLines), `… ${kept.length - maxLines} more lines in the TAP file`] : kept
 }
+
+/** The files listed for a run (`expected`) that gave no result in the TAP: tap never ran them, or lost them. */
+export function neverRan (summary: TapSummary, expected: string[]): string[] {
+  const ran = new Set(summary.files.map((file) => file.file))
+  return expected.filter((file) => !ran.has(file))
+}
+
+/** The line with which Node names an uncaught error: `SyntaxError: …`, `Error [ERR_MODULE_NOT_FOUND]: …`. */
+const ERROR_LINE = /^[A-Z]\w*(?: \[\w+\])?: \S/
+
+/**
+ * A test file that died before or outside its tests, from the tests' stderr (all files', interleaved):
+ * the error Node printed and where, e.g. `SyntaxError: missing ) after argument list` and
+ * `at build/test/x.test.js:2`. The file is found by its path, the built .js or (a source-mapped
+ * stack) its .ts; the error is below a `file:line` header, above an `at` line, or the line itself.
+ */
+export function crashLines (stderr: string[], file: string): string[] {
+  const names = [file, file.replace(/^build\//, '').replace(/\.js$/, '.ts')]
+  const index = stderr.findIndex((line) => names.some((name) => line.includes(`/${name}`)))
+  const found = stderr[index]
+  if (found === undefined) return []
+  const place = names.map((name) => new RegExp(`/(${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}):(\\d+)`).exec(found))
+    .find((match): match is RegExpExecArray => match !== null)
+  const isError = (line: string | undefined): boolean => line !== undefined && ERROR_LINE.test(line.trim())
+  const below = stderr.slice(index, index + 8).find(isError)
+  const above = stderr.slice(Math.max(0, index - 30), index).reverse().find(isError)
+  const error = (isError(found) ? found : /^\s*at /.test(found) ? above : below)?.trim()
+  return [
+    ...(error === undefined ? [] : [error.length > 200 ? `${error.slice(0, 200)}…` : error]),
+    ...(place === undefined ? [] : [`at ${place[1] ?? ''}:${place[2] ?? ''}`])
+  ]
+}

@@ -4,7 +4,9 @@
  * they compute). The full TAP goes to test-results/tap.txt, the tests' stderr
  * to test-results/stderr.txt; the output ends with a short summary (failures
  * with their diagnostics, then the totals and the coverage verdict), the
- * coverage table only when lib/ is below 100%.
+ * coverage table only when lib/ is below 100%. A file that died shows the
+ * error Node printed for it on stderr; a listed file with no result in the
+ * TAP (tap never ran it) counts as failed.
  *
  * tap's 100% coverage rule on lib/ needs the Redis suites. Without redis-server
  * on PATH outside CI they are skipped, so coverage is reported but not
@@ -16,11 +18,12 @@
  * Other arguments go to tap: test files to run only those, `--jobs=<n>`, ...
  */
 import { spawn, spawnSync } from 'node:child_process'
-import { createWriteStream, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs'
+import { createWriteStream, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs'
+import { posix } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { inCI, redisAvailable } from './redis-server.js'
-import { shortDiagnostic, TapSummary, type Failure } from './tap-summary.js'
+import { crashLines, neverRan, shortDiagnostic, TapSummary, type Failure } from './tap-summary.js'
 
 export const RESULTS = 'test-results'
 export const TAP_FILE = `${RESULTS}/tap.txt`
@@ -73,6 +76,18 @@ export function plan (argv: string[], redis: boolean, ci: boolean): Plan {
   }
 }
 
+/**
+ * The test files a run lists, as tap names them: the .js files and folders among `args`
+ * (a listed file that does not exist too: it never runs), or every file under build/test/.
+ */
+export function listedFiles (args: string[]): string[] {
+  const given = args.filter((arg) => !arg.startsWith('-') && (arg.endsWith('.js') || existsSync(arg)))
+  return (given.length > 0 ? given : ['build/test']).map((arg) => posix.normalize(arg)).flatMap((root) =>
+    existsSync(root) && statSync(root).isDirectory()
+      ? readdirSync(root, { recursive: true }).map(String).filter((name) => name.endsWith('.test.js')).map((name) => posix.join(root, name))
+      : [root]).sort()
+}
+
 /** Runs tap, the TAP to `TAP_FILE` and read on the way; a dot per file that passed, F per file that failed. */
 async function runTap (args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number, summary: TapSummary }> {
   const summary = new TapSummary()
@@ -112,7 +127,8 @@ function readCoverage (): Coverage | undefined {
 
 const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`
 
-function failureLines (failures: Failure[], max = 20): string[] {
+/** The failures with their diagnostics; a file that died, also its error from the tests' stderr. */
+function failureLines (failures: Failure[], stderr: string[], max = 20): string[] {
   const lines: string[] = []
   let file = ''
   for (const failure of failures.slice(0, max)) {
@@ -120,15 +136,31 @@ function failureLines (failures: Failure[], max = 20): string[] {
     file = failure.file
     lines.push(`  ✗ ${failure.path.join(' › ') || '(the file itself)'}`)
     for (const line of shortDiagnostic(failure.diagnostic)) lines.push(`      ${line}`)
+    if (failure.path.length === 0) for (const line of crashLines(stderr, failure.file)) lines.push(`      ${line}`)
   }
   if (failures.length > max) lines.push(`  … and ${failures.length - max} more failures: see ${TAP_FILE}`)
   return lines
 }
 
+/** What `report` needs of a run besides the TAP. */
+export interface Run {
+  code: number
+  ms: number
+  plan: Plan
+  coverage: Coverage | undefined
+  /** The tests' stderr, by line. */
+  stderr: string[]
+  /** The test files the run lists (`listedFiles`): one with no result in the TAP failed. */
+  expected: string[]
+}
+
 /** The summary the output ends with; returns whether the run passed. */
-export function report (summary: TapSummary, run: { code: number, ms: number, plan: Plan, coverage: Coverage | undefined, stderrLines: number }): { ok: boolean, lines: string[] } {
-  const { files, failures } = summary
+export function report (summary: TapSummary, run: Run): { ok: boolean, lines: string[] } {
+  const missing = neverRan(summary, run.expected)
+  const failures = [...summary.failures, ...missing.map((file): Failure => ({ file, path: [], diagnostic: ['never ran: no result from it in the TAP'] }))]
+  const files = [...summary.files, ...missing.map((file) => ({ file, ok: false, ms: 0 }))]
   const failedFiles = files.filter((file) => !file.ok).length
+  const stderrLines = run.stderr.filter((line) => line.trim() !== '').length
   const counts = summary.totals ?? { total: summary.counts.pass + summary.counts.fail + summary.counts.skip + summary.counts.todo, ...summary.counts }
   const slowest = [...files].sort((a, b) => b.ms - a.ms).slice(0, 5).map((file) => `${file.file.replace(/^build\/test\//, '')} ${seconds(file.ms)}`)
   const coverageOk = run.plan.coverage !== 'enforced' || run.coverage?.full === true
@@ -139,14 +171,14 @@ export function report (summary: TapSummary, run: { code: number, ms: number, pl
   const lines = [
     '',
     `──── ${run.plan.quick ? 'npm run test:quick' : 'npm test'}: ${ok ? 'PASSED' : 'FAILED'} ────`,
-    ...failureLines(failures),
+    ...failureLines(failures, run.stderr),
     ...(summary.bailedOut === undefined ? [] : [summary.bailedOut]),
     ...(failures.length > 0 || summary.bailedOut !== undefined ? [''] : []),
     `Files:    ${files.length} (${files.length - failedFiles} passed, ${failedFiles} failed); slowest: ${slowest.join(', ')}`,
     `Asserts:  ${counts.total ?? 0} (${counts.pass ?? 0} pass, ${counts.fail ?? 0} fail, ${counts.skip ?? 0} skip, ${counts.todo ?? 0} todo)`,
     `Duration: ${seconds(run.ms)}`,
     `Coverage: ${coverageLine}`,
-    `TAP:      ${TAP_FILE}${run.stderrLines > 0 ? `; the tests' stderr (${run.stderrLines} lines): ${STDERR_FILE}` : ''}`,
+    `TAP:      ${TAP_FILE}${stderrLines > 0 ? `; the tests' stderr (${stderrLines} lines): ${STDERR_FILE}` : ''}`,
     ...(run.code !== 0 && ok === false && failures.length === 0 && coverageOk ? [`tap exited with ${run.code}: see ${TAP_FILE} and ${STDERR_FILE}`] : [])
   ]
   return { ok, lines }
@@ -162,8 +194,9 @@ async function main (): Promise<void> {
   const { code, summary } = await runTap(thePlan.args, env)
   const coverage = thePlan.coverage === 'off' ? undefined : readCoverage()
   if (coverage !== undefined && !coverage.full) spawnSync(tapCommand(), ['report', 'text'], { stdio: 'inherit' })
-  const stderrLines = readFileSync(STDERR_FILE, 'utf8').split('\n').filter((line) => line.trim() !== '').length
-  const { ok, lines } = report(summary, { code, ms: Date.now() - started, plan: thePlan, coverage, stderrLines })
+  const stderr = readFileSync(STDERR_FILE, 'utf8').split('\n')
+  const expected = listedFiles(thePlan.args)
+  const { ok, lines } = report(summary, { code, ms: Date.now() - started, plan: thePlan, coverage, stderr, expected })
   process.stdout.write(`${lines.join('\n')}\n`)
   process.exit(ok ? 0 : code === 0 ? 1 : code)
 }
