@@ -1,7 +1,8 @@
 /**
  * The package as users get it: the tarball of `npm pack`, installed into an
  * empty project next to fastify and @fastify/jwt, then used from an ES module,
- * from CommonJS and from TypeScript (the user files are in test/fixtures/consumer/).
+ * from CommonJS and from TypeScript (the user files are in test/fixtures/consumer/),
+ * and its documents read there, every relative link resolving inside the package.
  * One pack and one install serve every check; the project is deleted afterwards.
  */
 import t from 'tap'
@@ -12,6 +13,7 @@ import { tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { untracedEnv } from './child-env.js'
+import { brokenLinks, links } from './docs/links.js'
 
 // npm install and two full type-checks of fastify's declarations, on a shared machine.
 t.setTimeout(300_000)
@@ -47,6 +49,7 @@ async function must (command: string, args: string[], cwd: string): Promise<stri
 }
 
 const consumer = await mkdtemp(join(tmpdir(), 'tollgate-consumer-'))
+const installed = join(consumer, 'node_modules', 'fastify-tollgate')
 t.teardown(() => rm(consumer, { recursive: true, force: true }))
 
 // dist/ is already built by `npm test`; --ignore-scripts keeps `prepack` from
@@ -67,16 +70,20 @@ t.test('the tarball holds what a user needs, and nothing from the repository\'s 
   const lib = await readdir(join(ROOT, 'lib'), { recursive: true, withFileTypes: true })
   const sources = lib.filter((entry) => entry.isFile()).map((entry) => relative(join(ROOT, 'lib'), join(entry.parentPath, entry.name)))
   t.ok(sources.some((file) => file.endsWith('.lua')), 'lib/ has Lua scripts besides its TypeScript')
-  const docs = (await readdir(join(ROOT, 'docs'))).filter((file) => file.endsWith('.md')).map((file) => `docs/${file}`)
-  t.ok(docs.length > 0, 'docs/ has pages')
+  const listed = async (folder: string, kind: string) =>
+    (await readdir(join(ROOT, folder))).filter((file) => file.endsWith(kind)).map((file) => `${folder}/${file}`)
+  const docs = [...await listed('docs', '.md'), ...await listed('examples', '.ts'), ...await listed('demo', '.svg')]
+  t.ok(['docs/', 'examples/', 'demo/'].every((folder) => docs.some((file) => file.startsWith(folder))),
+    'docs/ has pages, examples/ its sources, demo/ its pictures')
   const wanted = ['package.json', 'LICENSE', 'README.md', 'CHANGELOG.md', 'MIGRATING.md', ...docs,
     ...sources.flatMap((file) => file.endsWith('.ts') ? [`dist/${file.replace(/\.ts$/, '.js')}`, `dist/${file.replace(/\.ts$/, '.d.ts')}`] : [`dist/${file}`])]
-  t.same(wanted.filter((file) => !files.includes(file)), [], 'no file missing: the license, the modules, their types, the Lua, the documents the README names')
+  t.same(wanted.filter((file) => !files.includes(file)), [],
+    'no file missing: the license, the modules, their types, the Lua, the documents, the examples and pictures they link to')
   t.same(files.filter((file) => !wanted.includes(file)), [], 'no other file')
   t.same(files.filter((file) => /\.map$|\.tsbuildinfo$|^lib\/|^docs\/decisions\//.test(file)), [],
     'no source map, build state, lib/ source or decision record')
-  t.same(files.filter((file) => /^(test|bench|demo|build|examples|scripts|coverage|\.tap|\.ci|node_modules)\//.test(file)), [],
-    'nothing from test/, bench/, demo/, build/, examples/ or the tooling')
+  t.same(files.filter((file) => /^(test|bench|build|scripts|coverage|\.tap|\.ci|node_modules)\/|^demo\/.*\.ts$/.test(file)), [],
+    'nothing from test/, bench/, build/ or the tooling; of demo/ only its pictures')
 })
 
 t.test('no install script: npm 11 warns of one on every install ("install scripts not yet covered by allowScripts")', async (t) => {
@@ -86,7 +93,6 @@ t.test('no install script: npm 11 warns of one on every install ("install script
 })
 
 t.test('the npm page: an install line, the repository, and links that name files of the repository or the package', async (t) => {
-  const installed = join(consumer, 'node_modules', 'fastify-tollgate')
   const manifest = JSON.parse(await readFile(join(installed, 'package.json'), 'utf8')) as
     { repository?: { url?: string }, homepage?: string, bugs?: { url?: string } }
   const repo = manifest.repository?.url?.replace(/^git\+/, '').replace(/\.git$/, '') ?? ''
@@ -107,9 +113,17 @@ t.test('the npm page: an install line, the repository, and links that name files
   const paths = [...absolute, ...local].map((target) => target.replace(/#.*$/, '').replace(/\/$/, ''))
   t.ok(paths.length > 0, 'the README links into the repository')
   t.same(paths.filter((path) => !existsSync(join(ROOT, path))), [], 'every repository link names a file of the repository')
-  // The documents a user reads beside the README ship with it (docs/decisions/0001-tarball-contents.md).
-  t.same(paths.filter((path) => /^(MIGRATING\.md|CHANGELOG\.md|docs\/[^/]+\.md)$/.test(path) && !files.includes(path)), [],
-    'every user document the README names is in the tarball')
+})
+
+t.test('every relative link and #anchor of every shipped document resolves in the installed package (docs/decisions/0001)', async (t) => {
+  const documents = files.filter((file) => file.endsWith('.md'))
+  t.ok(['README.md', 'MIGRATING.md', 'CHANGELOG.md', 'docs/options.md'].every((file) => documents.includes(file)), documents.join(', '))
+  let checked = 0
+  for (const document of documents) {
+    checked += links(await readFile(join(installed, document), 'utf8')).length
+    t.same(brokenLinks(installed, document), [], `${document}: every relative link resolves`)
+  }
+  t.ok(checked > 50, `${checked} links found, the relative ones checked`)
 })
 
 t.test('ESM: the default export and the named stores, registered and limiting', async (t) => {
