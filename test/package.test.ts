@@ -4,6 +4,7 @@
  * from CommonJS and from TypeScript (the user files are in test/fixtures/consumer/),
  * and its documents read there, every relative link resolving inside the package.
  * One pack and one install serve every check; the project is deleted afterwards.
+ * Children (npm, node, the type-check) run without tap's coverage hook.
  */
 import t from 'tap'
 import { execFile } from 'node:child_process'
@@ -15,14 +16,14 @@ import { fileURLToPath } from 'node:url'
 import { untracedEnv } from './child-env.js'
 import { brokenLinks, links } from './docs/links.js'
 
-// npm install and two full type-checks of fastify's declarations, on a shared machine.
+// npm install and the type-checks, on a shared machine.
 t.setTimeout(300_000)
-// The tests below side by side: the ESM and CommonJS users' processes beside the type-checks.
+// The tests below side by side: the ESM and CommonJS users' processes beside the type-check.
 t.jobs = 3
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const FIXTURES = join(ROOT, 'test', 'fixtures', 'consumer')
-const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc')
+const TYPE_CHECK = join(ROOT, 'build', 'test', 'type-check.js')
 
 // The children run as in a user's shell: without tap's NODE_OPTIONS (coverage,
 // loaders) and without the variables `npm test` sets for this package, which
@@ -144,13 +145,17 @@ t.test('CommonJS: require() passed straight to register, and a named store from 
 
 t.test('TypeScript, strict, skipLibCheck off: usage, route config and wrong options as @ts-expect-error', async (t) => {
   const projects = [
-    ['tsconfig.nodenext.json', 'module nodenext: an ES module user and a CommonJS user (.cts)'],
+    ['tsconfig.nodenext.json', 'module nodenext: an ES module user and a CommonJS user (.cts), in one program'],
     ['tsconfig.bundler.json', 'module esnext, moduleResolution bundler']
   ] as const
-  // Both at once: this file is the suite's longest, and tsc the most of it.
-  const runs = await Promise.all(projects.map(([project]) => run(process.execPath, [TSC, '-p', project], consumer)))
-  projects.forEach(([, what], i) => {
-    const ran = runs[i] as Ran
-    t.equal(ran.code, 0, what, { diagnostics: ran.stdout + ran.stderr })
-  })
+  // Both programs in one process (test/type-check.ts): the package's declarations and the user files are
+  // checked, other packages' declarations only parsed.
+  const out = await must(process.execPath, [TYPE_CHECK, 'fastify-tollgate', ...projects.map(([project]) => project)], consumer)
+  const checked = JSON.parse(out) as Record<string, { declarations: string[], diagnostics: string[] }>
+  for (const [project, what] of projects) {
+    t.same(checked[project]?.diagnostics, [], what)
+    const declarations = checked[project]?.declarations ?? []
+    t.ok(['index', 'metrics'].every((entry) => declarations.includes(`node_modules/fastify-tollgate/dist/${entry}.d.ts`)),
+      `${project}: the package's declarations checked (${declarations.length})`)
+  }
 })
