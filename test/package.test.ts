@@ -1,8 +1,10 @@
 /**
  * The package as users get it: the tarball of `npm pack`, installed into an
  * empty project next to fastify and @fastify/jwt, then used from an ES module,
- * from CommonJS and from TypeScript (the user files are in test/fixtures/consumer/).
+ * from CommonJS and from TypeScript (the user files are in test/fixtures/consumer/),
+ * and its documents read there, every relative link resolving inside the package.
  * One pack and one install serve every check; the project is deleted afterwards.
+ * Children (npm, node, the type-check) run without tap's coverage hook.
  */
 import t from 'tap'
 import { execFile } from 'node:child_process'
@@ -12,15 +14,16 @@ import { tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { untracedEnv } from './child-env.js'
+import { brokenLinks, links } from './docs/links.js'
 
-// npm install and two full type-checks of fastify's declarations, on a shared machine.
+// npm install and the type-checks, on a shared machine.
 t.setTimeout(300_000)
-// The tests below side by side: the ESM and CommonJS users' processes beside the type-checks.
+// The tests below side by side: the ESM and CommonJS users' processes beside the type-check.
 t.jobs = 3
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const FIXTURES = join(ROOT, 'test', 'fixtures', 'consumer')
-const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc')
+const TYPE_CHECK = join(ROOT, 'build', 'test', 'type-check.js')
 
 // The children run as in a user's shell: without tap's NODE_OPTIONS (coverage,
 // loaders) and without the variables `npm test` sets for this package, which
@@ -47,6 +50,7 @@ async function must (command: string, args: string[], cwd: string): Promise<stri
 }
 
 const consumer = await mkdtemp(join(tmpdir(), 'tollgate-consumer-'))
+const installed = join(consumer, 'node_modules', 'fastify-tollgate')
 t.teardown(() => rm(consumer, { recursive: true, force: true }))
 
 // dist/ is already built by `npm test`; --ignore-scripts keeps `prepack` from
@@ -67,16 +71,20 @@ t.test('the tarball holds what a user needs, and nothing from the repository\'s 
   const lib = await readdir(join(ROOT, 'lib'), { recursive: true, withFileTypes: true })
   const sources = lib.filter((entry) => entry.isFile()).map((entry) => relative(join(ROOT, 'lib'), join(entry.parentPath, entry.name)))
   t.ok(sources.some((file) => file.endsWith('.lua')), 'lib/ has Lua scripts besides its TypeScript')
-  const docs = (await readdir(join(ROOT, 'docs'))).filter((file) => file.endsWith('.md')).map((file) => `docs/${file}`)
-  t.ok(docs.length > 0, 'docs/ has pages')
+  const listed = async (folder: string, kind: string) =>
+    (await readdir(join(ROOT, folder))).filter((file) => file.endsWith(kind)).map((file) => `${folder}/${file}`)
+  const docs = [...await listed('docs', '.md'), ...await listed('examples', '.ts'), ...await listed('demo', '.svg')]
+  t.ok(['docs/', 'examples/', 'demo/'].every((folder) => docs.some((file) => file.startsWith(folder))),
+    'docs/ has pages, examples/ its sources, demo/ its pictures')
   const wanted = ['package.json', 'LICENSE', 'README.md', 'CHANGELOG.md', 'MIGRATING.md', ...docs,
     ...sources.flatMap((file) => file.endsWith('.ts') ? [`dist/${file.replace(/\.ts$/, '.js')}`, `dist/${file.replace(/\.ts$/, '.d.ts')}`] : [`dist/${file}`])]
-  t.same(wanted.filter((file) => !files.includes(file)), [], 'no file missing: the license, the modules, their types, the Lua, the documents the README names')
+  t.same(wanted.filter((file) => !files.includes(file)), [],
+    'no file missing: the license, the modules, their types, the Lua, the documents, the examples and pictures they link to')
   t.same(files.filter((file) => !wanted.includes(file)), [], 'no other file')
   t.same(files.filter((file) => /\.map$|\.tsbuildinfo$|^lib\/|^docs\/decisions\//.test(file)), [],
     'no source map, build state, lib/ source or decision record')
-  t.same(files.filter((file) => /^(test|bench|demo|build|examples|scripts|coverage|\.tap|\.ci|node_modules)\//.test(file)), [],
-    'nothing from test/, bench/, demo/, build/, examples/ or the tooling')
+  t.same(files.filter((file) => /^(test|bench|build|scripts|coverage|\.tap|\.ci|node_modules)\/|^demo\/.*\.ts$/.test(file)), [],
+    'nothing from test/, bench/, build/ or the tooling; of demo/ only its pictures')
 })
 
 t.test('no install script: npm 11 warns of one on every install ("install scripts not yet covered by allowScripts")', async (t) => {
@@ -86,7 +94,6 @@ t.test('no install script: npm 11 warns of one on every install ("install script
 })
 
 t.test('the npm page: an install line, the repository, and links that name files of the repository or the package', async (t) => {
-  const installed = join(consumer, 'node_modules', 'fastify-tollgate')
   const manifest = JSON.parse(await readFile(join(installed, 'package.json'), 'utf8')) as
     { repository?: { url?: string }, homepage?: string, bugs?: { url?: string } }
   const repo = manifest.repository?.url?.replace(/^git\+/, '').replace(/\.git$/, '') ?? ''
@@ -107,9 +114,17 @@ t.test('the npm page: an install line, the repository, and links that name files
   const paths = [...absolute, ...local].map((target) => target.replace(/#.*$/, '').replace(/\/$/, ''))
   t.ok(paths.length > 0, 'the README links into the repository')
   t.same(paths.filter((path) => !existsSync(join(ROOT, path))), [], 'every repository link names a file of the repository')
-  // The documents a user reads beside the README ship with it (docs/decisions/0001-tarball-contents.md).
-  t.same(paths.filter((path) => /^(MIGRATING\.md|CHANGELOG\.md|docs\/[^/]+\.md)$/.test(path) && !files.includes(path)), [],
-    'every user document the README names is in the tarball')
+})
+
+t.test('every relative link and #anchor of every shipped document resolves in the installed package (docs/decisions/0001)', async (t) => {
+  const documents = files.filter((file) => file.endsWith('.md'))
+  t.ok(['README.md', 'MIGRATING.md', 'CHANGELOG.md', 'docs/options.md'].every((file) => documents.includes(file)), documents.join(', '))
+  let checked = 0
+  for (const document of documents) {
+    checked += links(await readFile(join(installed, document), 'utf8')).length
+    t.same(brokenLinks(installed, document), [], `${document}: every relative link resolves`)
+  }
+  t.ok(checked > 50, `${checked} links found, the relative ones checked`)
 })
 
 t.test('ESM: the default export and the named stores, registered and limiting', async (t) => {
@@ -130,13 +145,17 @@ t.test('CommonJS: require() passed straight to register, and a named store from 
 
 t.test('TypeScript, strict, skipLibCheck off: usage, route config and wrong options as @ts-expect-error', async (t) => {
   const projects = [
-    ['tsconfig.nodenext.json', 'module nodenext: an ES module user and a CommonJS user (.cts)'],
+    ['tsconfig.nodenext.json', 'module nodenext: an ES module user and a CommonJS user (.cts), in one program'],
     ['tsconfig.bundler.json', 'module esnext, moduleResolution bundler']
   ] as const
-  // Both at once: this file is the suite's longest, and tsc the most of it.
-  const runs = await Promise.all(projects.map(([project]) => run(process.execPath, [TSC, '-p', project], consumer)))
-  projects.forEach(([, what], i) => {
-    const ran = runs[i] as Ran
-    t.equal(ran.code, 0, what, { diagnostics: ran.stdout + ran.stderr })
-  })
+  // Both programs in one process (test/type-check.ts): the package's declarations and the user files are
+  // checked, other packages' declarations only parsed.
+  const out = await must(process.execPath, [TYPE_CHECK, 'fastify-tollgate', ...projects.map(([project]) => project)], consumer)
+  const checked = JSON.parse(out) as Record<string, { declarations: string[], diagnostics: string[] }>
+  for (const [project, what] of projects) {
+    t.same(checked[project]?.diagnostics, [], what)
+    const declarations = checked[project]?.declarations ?? []
+    t.ok(['index', 'metrics'].every((entry) => declarations.includes(`node_modules/fastify-tollgate/dist/${entry}.d.ts`)),
+      `${project}: the package's declarations checked (${declarations.length})`)
+  }
 })
