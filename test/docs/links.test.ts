@@ -50,18 +50,18 @@ t.test('reference links, HTML attributes quoted any way, angle brackets; nothing
 t.test('a link resolves to a file or folder git tracks, its anchor %-decoded', async (t) => {
   const text = '# Größe über alles\n\n[a](package-lock.json) [b](node_modules) [c](docs/decisions/) [d](#gr%C3%B6%C3%9Fe-%C3%BCber-alles)\n' +
     '[e][missing] [f][] [g](/docs/options.md)\n'
-  t.same(brokenLinks(ROOT, 'TEST.md', text), [
+  t.same(brokenLinks(ROOT, 'TEST.md', { markdown: text }), [
     'TEST.md:3: node_modules: no file or folder node_modules tracked by git',
     'TEST.md:4: [missing]: no reference definition [missing]:',
     'TEST.md:4: [f]: no reference definition [f]:'
   ])
-  t.same(brokenLinks(ROOT, 'TEST.md', '[h](%E0%A4%A)\n'), ['TEST.md:1: %E0%A4%A: a malformed %-encoding'])
+  t.same(brokenLinks(ROOT, 'TEST.md', { markdown: '[h](%E0%A4%A)\n' }), ['TEST.md:1: %E0%A4%A: a malformed %-encoding'])
 })
 
 t.test('a broken link fails, naming the document, the line and the link', async (t) => {
   const text = '# Title\n\n[ok](README.md) [self](#title) [gone](docs/nowhere.md)\n[bad anchor](MIGRATING.md#no-such-heading)\n' +
     '[bad self](#nothing) [web](https://example.org/x) [up](../outside.md)\n'
-  t.same(brokenLinks(ROOT, 'TEST.md', text), [
+  t.same(brokenLinks(ROOT, 'TEST.md', { markdown: text }), [
     'TEST.md:3: docs/nowhere.md: no file or folder docs/nowhere.md tracked by git',
     'TEST.md:4: MIGRATING.md#no-such-heading: no heading #no-such-heading in MIGRATING.md',
     'TEST.md:5: #nothing: no heading #nothing in TEST.md',

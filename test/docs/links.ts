@@ -126,23 +126,35 @@ export function anchors (markdown: string): Set<string> {
   return found
 }
 
-const trackedByRoot = new Map<string, Set<string>>()
-
-/** The files git tracks under `root`, and every folder holding one, as paths from `root` ('' for the root itself). */
-function tracked (root: string): Set<string> {
-  const known = trackedByRoot.get(root)
-  if (known !== undefined) return known
+/** `files` (paths from a root) and every folder holding one ('' for the root itself). */
+function withFolders (files: Iterable<string>): Set<string> {
   const paths = new Set([''])
-  for (const file of execFileSync('git', ['ls-files', '-z'], { cwd: root, encoding: 'utf8', maxBuffer: 64 << 20 }).split('\0')) {
+  for (const file of files) {
     if (file === '') continue
     for (let path = file; path !== '.' && !paths.has(path); path = dirname(path)) paths.add(path)
   }
-  trackedByRoot.set(root, paths)
   return paths
 }
 
+const trackedByRoot = new Map<string, Set<string>>()
+
+/** The files git tracks under `root`, and their folders. */
+function tracked (root: string): Set<string> {
+  const known = trackedByRoot.get(root) ?? withFolders(execFileSync('git', ['ls-files', '-z'], { cwd: root, encoding: 'utf8', maxBuffer: 64 << 20 }).split('\0'))
+  trackedByRoot.set(root, known)
+  return known
+}
+
+/** What a link may point at: by default the files git tracks; `files` for a tree git does not know (an installed package). */
+export interface LinkTargets {
+  /** The document's text, when it is not the file's. */
+  markdown?: string
+  /** The files that exist, as paths from the root. */
+  files?: Iterable<string>
+}
+
 /** Why a target does not resolve from `document`, or undefined when it does. */
-function unresolved (root: string, document: string, markdown: string, target: string): string | undefined {
+function unresolved (root: string, document: string, { markdown, existing, where }: { markdown: string, existing: Set<string>, where: string }, target: string): string | undefined {
   const hash = target.indexOf('#')
   const rawPath = (hash === -1 ? target : target.slice(0, hash)).replace(/\?.*$/, '')
   let path: string
@@ -154,7 +166,7 @@ function unresolved (root: string, document: string, markdown: string, target: s
   const file = path === '' ? join(root, document) : normalize(join(root, path.startsWith('/') ? '' : dirname(document), path))
   const from = relative(root, file).split(sep).join('/')
   if (from.startsWith('..')) return 'outside the repository'
-  if (path !== '' && !tracked(root).has(from.replace(/\/$/, ''))) return `no file or folder ${from} tracked by git`
+  if (path !== '' && !existing.has(from.replace(/\/$/, ''))) return `no file or folder ${from} ${where}`
   if (anchor === undefined) return undefined
   if (path !== '' && !from.endsWith('.md')) return 'an anchor into what is not a markdown file'
   const text = path === '' ? markdown : readFileSync(file, 'utf8')
@@ -166,12 +178,15 @@ function unresolved (root: string, document: string, markdown: string, target: s
  * `<document>:<line>: <target>: <why>`. Links with a scheme (`https:`, `mailto:`)
  * or to another host (`//host/…`) are not checked.
  */
-export function brokenLinks (root: string, document: string, markdown = readFileSync(join(root, document), 'utf8')): string[] {
+export function brokenLinks (root: string, document: string, targets: LinkTargets = {}): string[] {
+  const markdown = targets.markdown ?? readFileSync(join(root, document), 'utf8')
+  const existing = targets.files === undefined ? tracked(root) : withFolders(targets.files)
+  const where = targets.files === undefined ? 'tracked by git' : 'among the given files'
   const { links: found, undefined: references } = parse(markdown)
   const broken = references.map(({ line, target }) => `${document}:${line}: [${target}]: no reference definition [${target}]:`)
   for (const { line, target } of found) {
     if (/^[a-z][a-z0-9+.-]*:/i.test(target) || target.startsWith('//')) continue
-    const why = unresolved(root, document, markdown, target)
+    const why = unresolved(root, document, { markdown, existing, where }, target)
     if (why !== undefined) broken.push(`${document}:${line}: ${target}: ${why}`)
   }
   return broken.sort((a, b) => Number(a.split(':')[1]) - Number(b.split(':')[1]))
