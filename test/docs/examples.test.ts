@@ -3,7 +3,7 @@
  * starts as `npm run example <name>` does and limits over real HTTP.
  */
 import t, { type Test } from 'tap'
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import Fastify, { type FastifyInstance, type InjectOptions } from 'fastify'
 import tollgate, { memoryStore, RateLimitedError } from 'fastify-tollgate'
 import { EXAMPLES, type Example } from '../../examples/example.js'
@@ -601,4 +601,9 @@ t.test('npm run example with an unknown name lists the examples and fails', asyn
   const code = await new Promise((resolve) => child.once('exit', resolve))
   t.equal(code, 1)
   t.match(errors, /npm run example edge-only/)
+})
+
+t.test('the examples run without tap\'s process tracking (its spawn hook puts its variables back; child-env.ts takes them out)', async (t) => {
+  const tracking = 'console.log(Object.keys(process.env).filter((name) => /^(NODE_OPTIONS|_TAPJS_)/.test(name)).join())'
+  t.equal(String(spawnSync(process.execPath, ['-e', tracking], { env: untracedEnv() }).stdout).trim(), '')
 })
