@@ -590,7 +590,7 @@ t.test('npm run example with an unknown name lists the examples and fails', asyn
   const child = spawn(process.execPath, [RUN, 'nope'], { env: untracedEnv(), stdio: ['ignore', 'ignore', 'pipe'] })
   let errors = ''
   child.stderr.on('data', (chunk: Buffer) => { errors += String(chunk) })
-  const code = await new Promise((resolve) => child.once('exit', resolve))
+  const code = await new Promise((resolve) => child.once('close', resolve)) // 'close': after stderr is read
   t.equal(code, 1)
   t.match(errors, /npm run example edge-only/)
 })
