@@ -11,13 +11,11 @@
 import { writeFileSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { Redis } from 'ioredis'
-import { RedisServer, freePort, redisAvailable } from '../test/redis-server.js'
-import {   bucketAct, decisionsAct, layersAct, memoryStores, perSecond, realTime, redisStores, replicaRun, steadyRate, total,   OFFERED_PER_SECOND, OUTCOMES, REPLICA_QUOTA, type DecisionsAct, type ReplicaRun } from './acts.js'
-import {   columns, decisionsSvg, paint, progressBar, replicaSvg, secondsAxis, sparkline, stackedColumns, type ReplicaSeries } from './chart.js'
+import type { Redis } from 'ioredis'
+import type { RedisServer } from '../test/redis-server.js'
+import type { DecisionsAct, ReplicaRun } from './acts.js'
+import type { ReplicaSeries } from './chart.js'
 
-const tty = process.stdout.isTTY
-const p = paint(tty)
 const print = (line = ''): void => { process.stdout.write(`${line}\n`) }
 
 /** Redraws a block of lines in place on a terminal; elsewhere prints only the final block. */
@@ -79,6 +77,18 @@ if (unknown.length > 0) {
   process.stderr.write(`Unknown act ${unknown.map((arg) => `"${arg}"`).join(', ')}.\n${USAGE}`)
   process.exit(1)
 }
+// The acts' modules (Fastify, the plugin, ioredis) once the arguments are known good: --help and a wrong
+// argument answer without loading them.
+const { Redis: RedisClient } = await import('ioredis')
+const { RedisServer: PrivateRedis, freePort, redisAvailable } = await import('../test/redis-server.js')
+const {
+  bucketAct, decisionsAct, layersAct, memoryStores, perSecond, realTime, redisStores, replicaRun, steadyRate, total,
+  OFFERED_PER_SECOND, OUTCOMES, REPLICA_QUOTA
+} = await import('./acts.js')
+const { columns, decisionsSvg, paint, progressBar, replicaSvg, secondsAxis, sparkline, stackedColumns } = await import('./chart.js')
+const tty = process.stdout.isTTY
+const p = paint(tty)
+
 const acts = new Set(args.map(Number))
 const wants = (act: number): boolean => acts.size === 0 || acts.has(act)
 const started = performance.now()
@@ -109,13 +119,13 @@ if (wants(1)) {
 let redis: RedisServer | undefined
 const clients: Redis[] = []
 const connect = (): Redis => {
-  const client = new Redis({ port: redis!.port, host: '127.0.0.1', enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: (times) => Math.min(100 * times, 500) })
+  const client = new RedisClient({ port: redis!.port, host: '127.0.0.1', enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: (times) => Math.min(100 * times, 500) })
   client.on('error', () => {}) // the store reports outages itself
   clients.push(client)
   return client
 }
 const disconnectAll = (): void => { for (const client of clients.splice(0)) client.disconnect() }
-if ((wants(2) || wants(3)) && redisAvailable) redis = await new RedisServer(await freePort()).start()
+if ((wants(2) || wants(3)) && redisAvailable) redis = await new PrivateRedis(await freePort()).start()
 
 const scale = REPLICA_QUOTA.refillPerSecond * 3 * 1.2
 function replicaLines (run: ReplicaRun, label: string): string[] {

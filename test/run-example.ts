@@ -3,6 +3,24 @@ import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import type { Test } from 'tap'
 import { untracedEnv } from './child-env.js'
+import type { EXAMPLES } from '../examples/example.js'
+
+/**
+ * The frl-* examples whose printed lines readme.test.ts pastes. Not frl-global (a hundred requests and a token
+ * every 0.6 s: how many pass depends on curl's speed) nor frl-not-found (it sleeps between lines).
+ */
+export const PASTED_FRL = [
+  'frl-error-response', 'frl-key-generator', 'frl-variable-max', 'frl-allow-list', 'frl-hook', 'frl-custom-store',
+  'frl-callbacks', 'frl-ban', 'frl-route-config', 'frl-group', 'frl-route-override', 'frl-manual'
+] as const satisfies ReadonlyArray<(typeof EXAMPLES)[number]>
+
+/**
+ * The examples readme.test.ts starts as `npm run example <name>` does and whose printed lines it pastes, each
+ * block with a line that prints a 429: that they start, answer and limit over real HTTP is proven there, and
+ * examples.test.ts does not start them a second time.
+ */
+export const PASTED = ['server', 'jwt-tiers', 'route-cost', 'replica-share', ...PASTED_FRL] as const
+export type Pasted = (typeof PASTED)[number]
 
 /** The compiled `npm run example` entry point. */
 export const RUN = fileURLToPath(new URL('../examples/run.js', import.meta.url))

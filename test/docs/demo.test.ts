@@ -32,7 +32,7 @@ async function runDemo (args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ 
   let errors = ''
   child.stdout.on('data', (chunk: Buffer) => { output += String(chunk) })
   child.stderr.on('data', (chunk: Buffer) => { errors += String(chunk) })
-  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve))
+  const code = await new Promise<number | null>((resolve) => child.once('close', resolve)) // 'close', not 'exit': after its output is read
   return { code, output, errors }
 }
 
