@@ -126,7 +126,7 @@ export const example: Example = {
     const login = (account: string, password: string): string =>
       `-X POST -H 'content-type: application/json' -d '{"account":"${account}","password":"${password}"}' ${url}/login`
     return `for i in 1 2 3 4 5 6; do curl -s -o /dev/null -w '%{http_code} ' ${login('alice', 'guess')}; done; echo   # 401 401 401 401 401 429
-curl -i ${login('alice', 'correct horse battery staple')}   # 429 from this address even with the right password, Retry-After: 60; any other address logs in
+curl -i ${login('alice', 'correct horse battery staple')}; echo   # 429 from this address even with the right password, Retry-After: 60; any other address logs in
 
 curl -s ${login('bob', 'nope')}; echo   # 401, 4 attempts left: bob's failures are his own
 curl -s ${login('bob', 'hunter2')}; echo   # 200, and bob's bucket for this address is full again`
