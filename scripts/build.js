@@ -1,7 +1,7 @@
 /**
  * The build behind the npm scripts: `node scripts/build.js <dist|test|run|pack> … [--verbose]`
  *
- *   dist  `npm run build`: tsconfig.build.json, lib/ → dist/ (.js, .d.ts), plus lib/'s other files (Lua)
+ *   dist  `npm run build`: tsconfig.build.json, lib/ → dist/ (.js, .d.ts), plus lib/'s Lua scripts
  *   pack  prepack (npm pack, npm publish): dist from nothing, dist/ deleted first
  *   test  `npm run build:test`: dist, then tsconfig.json, lib/ test/ examples/ demo/ → build/ (.js, .js.map), Lua in build/lib/
  *   run   start, example, demo, bench: the JavaScript of dist/ and of build/'s examples/, demo/ and
@@ -27,7 +27,7 @@
  * a deleted or renamed source leaves no stale module in the tarball and no stale test for
  * tap. A tsc project one of whose outputs is missing is built in full.
  */
-import { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, rmdirSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, rmdirSync, statSync, writeFileSync } from 'node:fs'
 import { basename, dirname, join, relative, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { createRequire } from 'node:module'
@@ -51,7 +51,14 @@ const LIB = join(ROOT, 'lib')
 const DIST = join(ROOT, 'dist')
 const BUILD = join(ROOT, 'build')
 
-/** The two tsc projects, and where each copies lib/'s files that are not TypeScript. */
+/**
+ * lib/'s files that are not TypeScript and that the package needs beside its modules: the Lua scripts
+ * redisStore() reads. Only these are copied: a note, an editor's backup or any other file left in lib/
+ * would otherwise land in dist/, and `files` ships all of dist/.
+ */
+const ASSET = /\.lua$/
+
+/** The two tsc projects, and where each copies lib/'s assets (`ASSET`). */
 const PROJECTS = {
   dist: { config: 'tsconfig.build.json', assets: DIST },
   test: { config: 'tsconfig.json', assets: join(BUILD, 'lib') }
@@ -92,7 +99,7 @@ function parse (config) {
 
 /** Each project: its parsed config, .tsbuildinfo, sources with their outputs, and asset copies as [from, to]. */
 function describe () {
-  const assets = filesUnder(LIB).filter((file) => !file.endsWith('.ts'))
+  const assets = filesUnder(LIB).filter((file) => ASSET.test(file))
   return Object.fromEntries(Object.entries(PROJECTS).map(([name, project]) => {
     const parsed = parse(project.config)
     const outputs = new Map(parsed.fileNames.map((file) =>
@@ -114,12 +121,17 @@ function prune (projects) {
   return stale
 }
 
-/** Copies lib/'s other files where they are missing or older than their source. */
+/**
+ * Copies lib/'s assets where the copy is missing or its bytes differ from the source's. Not by modification
+ * time: an edit put back with its older time (`cp -p`, `mv`, `rsync -a`, an editor's backup) would stay in
+ * the copy. The scripts are a few kB: reading both costs nothing, and an equal copy is left as it is.
+ */
 function copyAssets (project) {
   for (const [from, to] of project.copies) {
-    if (existsSync(to) && statSync(to).mtimeMs >= statSync(from).mtimeMs) continue
+    const bytes = readFileSync(from)
+    if (existsSync(to) && readFileSync(to).equals(bytes)) continue
     mkdirSync(dirname(to), { recursive: true })
-    copyFileSync(from, to)
+    writeFileSync(to, bytes)
   }
 }
 

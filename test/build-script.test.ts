@@ -4,20 +4,23 @@
  * dist/ and build/, which the other test files are running from): incremental (a second run
  * rewrites nothing), no stale output after a source is deleted or renamed, a hand-deleted
  * output rebuilt, nothing the untyped `run` target wrote surviving the next tsc build, `run`
- * writing the bytes tsc writes, and `pack` building dist/ from nothing.
+ * writing the bytes tsc writes, `pack` building dist/ from nothing, and of lib/'s other files
+ * only the Lua copied, whenever its bytes differ from the copy's.
  *
  * Every tsc build costs CPU (about half a second each), so the cases share one project and
  * follow each other, each starting from the state the one before left: run them in order.
  */
 import t from 'tap'
 import { execFile } from 'node:child_process'
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import {
+  copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { untracedEnv } from './child-env.js'
 
-// About ten tsc builds on a shared 2-core machine.
+// About a dozen tsc builds on a shared 2-core machine.
 t.setTimeout(180_000)
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -48,6 +51,7 @@ put('lib/types/shape.ts', 'export interface Shape { readonly sides: number }\nex
 put('lib/square.ts', "import type { Shape } from './types/shape.js'\nexport const square = { sides: 4 } satisfies Shape\nexport class Box<T> { constructor (readonly value: T) {} }\n")
 put('lib/index.ts', "export { square, Box } from './square.js'\nexport type { Shape, Named } from './types/shape.js'\nexport const area = (side: number): number => side ** 2\n")
 put('lib/stores/scripts/one.lua', 'return 1\n')
+put('lib/stores/scripts/NOTES.txt', 'notes, not part of the package\n')
 put('test/index.test.ts', "import { area } from '../lib/index.js'\nexport const four: number = area(2)\n")
 put('test/redis-server.ts', 'export const port = 0\n')
 put('examples/example.ts', "import { port } from '../test/redis-server.js'\nexport const url = `http://127.0.0.1:${port}`\n")
@@ -75,7 +79,7 @@ function outputs (): Map<string, number> {
 
 const read = (path: string): string => readFileSync(join(project, path), 'utf8')
 
-t.test('build:test: dist/ with .js and .d.ts only, build/ with .js and maps, the Lua copied to both', async (t) => {
+t.test('build:test: dist/ with .js and .d.ts only, build/ with .js and maps, the Lua (and no other file of lib/) copied to both', async (t) => {
   const ran = await build('test')
   t.equal(ran.code, 0, 'builds', { output: ran.output })
   const files = [...outputs().keys()].sort()
@@ -85,6 +89,7 @@ t.test('build:test: dist/ with .js and .d.ts only, build/ with .js and maps, the
   ], 'no source map, no source in dist/')
   t.ok(files.includes('build/test/index.test.js') && files.includes('build/test/index.test.js.map'), 'the tests compiled, with maps')
   t.ok(files.includes('build/lib/stores/scripts/one.lua'), 'the Lua beside the tests\' copy of lib/')
+  t.same(files.filter((file) => file.includes('NOTES')), [], 'lib/\'s note copied nowhere (dist/ ships whole)')
   t.ok(files.includes('build/examples/example.js') && files.includes('build/demo/index.js'), 'the examples and the demo')
 })
 
@@ -95,6 +100,22 @@ t.test('a second run with nothing changed rewrites nothing, for every target', a
     t.equal(ran.code, 0, target, { output: ran.output })
   }
   t.same(outputs(), before, 'every output as it was, to the millisecond')
+})
+
+t.test('a Lua script put back with its older modification time (cp -p, mv, rsync -a) is copied again: by bytes', async (t) => {
+  const lua = 'lib/stores/scripts/one.lua'
+  const copies = ['dist/stores/scripts/one.lua', 'build/lib/stores/scripts/one.lua']
+  const original = read(lua)
+  const { atime, mtime } = statSync(join(project, lua))
+  put(lua, `${original}-- edited\n`)
+  const edited = await build('test')
+  t.equal(edited.code, 0, 'builds the edit', { output: edited.output })
+  t.same(copies.filter((file) => read(file) !== `${original}-- edited\n`), [], 'the edit copied to dist/ and build/lib/')
+  put(lua, original)
+  utimesSync(join(project, lua), atime, mtime)
+  const reverted = await build('test')
+  t.equal(reverted.code, 0, 'builds the source put back', { output: reverted.output })
+  t.same(copies.filter((file) => read(file) !== original), [], 'both copies are the source again, though it is older than they are')
 })
 
 t.test('run does not check types; what it wrote does not survive the next tsc build, though the source is back as tsc last saw it', async (t) => {

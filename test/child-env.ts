@@ -1,9 +1,13 @@
 /**
- * The environment of a child process that runs dist/ (an example, a document's
- * block, the migration app, npm or tsc): the parent's, without tap's process
- * tracking. tap passes its coverage hook to every child through NODE_OPTIONS;
- * dist/ is outside the coverage figures, so tracing such a child only costs CPU
- * (a tsc or npm run under coverage several times over).
+ * The environment of a child process whose coverage is not needed: the parent's,
+ * without tap's process tracking. tap passes its coverage hook to every child
+ * through NODE_OPTIONS; tracing such a child only costs CPU (a tsc or npm run
+ * under coverage several times over). Most of these children run dist/ (an
+ * example, a document's block, the migration app) or no code of the package
+ * (npm, tsc), and dist/ is outside the coverage figures. The fault harness's
+ * replicas (faults/processes.ts) run build/lib/, which is in them: they run
+ * untraced all the same, as the lines they run are covered by the tests that
+ * load lib/ in-process, and a replica's coverage would only add to it.
  *
  * Leaving tap's variables out of `env` is not enough: tap's process tracking
  * (@tapjs/processinfo) hooks every spawn, through process-on-spawn, and puts

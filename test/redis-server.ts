@@ -28,6 +28,9 @@ export const redisAvailable = !quick && onPath('redis-server') && onPath('redis-
 /** Whether this is CI (CI=true or CI=1), where the Redis suites must run. */
 export const inCI = process.env.CI === 'true' || process.env.CI === '1'
 
+/** How the skip of the Redis suites is named in the TAP: test/tap.ts knows it from any other skip. */
+export const REDIS_SKIPPED = 'SKIPPED: the Redis suites'
+
 /**
  * Whether the Redis suites can run. Without redis-server they are skipped loudly
  * outside CI, and fail in CI (CI=true), where they must run.
@@ -35,13 +38,13 @@ export const inCI = process.env.CI === 'true' || process.env.CI === '1'
 export function requireRedis (t: Test): boolean {
   if (redisAvailable) return true
   if (quick) {
-    t.pass('SKIPPED: the Redis suites (npm run test:quick)', { skip: true })
+    t.pass(`${REDIS_SKIPPED} (npm run test:quick)`, { skip: true })
   } else if (inCI) {
     t.fail('redis-server and redis-cli must be on PATH in CI (.ci/run installs them)')
   } else {
     const line = '*'.repeat(78)
     process.stderr.write(`\n${line}\n* SKIPPED: Redis suites need redis-server and redis-cli on PATH (apt-get install redis-server)\n${line}\n\n`)
-    t.pass('SKIPPED: redis-server is not on PATH', { skip: true })
+    t.pass(`${REDIS_SKIPPED}: redis-server is not on PATH`, { skip: true })
   }
   return false
 }

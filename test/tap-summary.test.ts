@@ -1,6 +1,7 @@
 import { test } from 'tap'
 import { crashLines, shortDiagnostic, TapSummary } from './tap-summary.js'
-import { listedFiles, plan, report, JOBS, QUICK } from './tap.js'
+import { REDIS_SKIPPED } from './redis-server.js'
+import { listedFiles, plan, report, JOBS, NO_TEST_RAN, QUICK } from './tap.js'
 
 /** TAP as `tap --reporter=tap` prints it: a file with a failing assertion, a timed-out subtest, a skip; a file that passes. */
 const TAP = `TAP version 14
@@ -71,7 +72,10 @@ test('the TAP reader: failures with their path and diagnostic, once each; the fi
   ], 'the assertion, and the subtest that failed without a failing assertion (reported twice by tap, once here); not their parents')
   t.same(summary.failures[0]?.diagnostic.slice(0, 2), ['compare: ===', 'at:'])
   t.same(summary.failures[1]?.diagnostic, ['expired: times out'])
-  t.same(summary.files, [{ file: 'build/test/a.test.js', ok: false, ms: 2104.393 }, { file: 'build/test/b.test.js', ok: true, ms: 1500 }])
+  t.same(summary.files, [
+    { file: 'build/test/a.test.js', ok: false, ms: 2104.393, passed: 1, skipped: ['later'] },
+    { file: 'build/test/b.test.js', ok: true, ms: 1500, passed: 1, skipped: [] }
+  ], 'each file: its passing assertions (not its todos) and its skips')
   t.same(summary.counts, { pass: 2, fail: 2, skip: 1, todo: 1 }, 'assertions, not subtests (the second line of the timeout counts)')
   t.same(summary.totals, { total: 5, pass: 2, fail: 2, skip: 1 }, "tap's own count")
   t.equal(read('Bail out! # no Redis').bailedOut, 'Bail out! # no Redis')
@@ -102,8 +106,12 @@ test('a diagnostic in the summary: no stack nor source, `at` on one line, at mos
 })
 
 test('the tap command line: jobs, coverage enforced unless Redis is missing outside CI; --quick', async (t) => {
-  t.same(plan([], true, false), { quick: false, args: ['--reporter=tap', `--jobs=${JOBS}`, '--coverage-report=json-summary'], coverage: 'enforced' })
-  t.same(plan([], false, false).coverage, 'not enforced')
+  t.same(plan([], true, false), {
+    quick: false, args: ['--reporter=tap', `--jobs=${JOBS}`, '--coverage-report=json-summary'], coverage: 'enforced', redis: 'run'
+  })
+  t.same([plan([], false, false).coverage, plan([], false, false).redis], ['not enforced', 'skipped'])
+  t.same([plan([], false, true).redis, plan(['--disable-coverage'], true, false).redis, plan(['--quick'], true, false).redis], ['run', 'run', 'skipped'],
+    'the Redis suites run in CI, with redis-server, and not in test:quick')
   t.ok(plan([], false, false).args.includes('--allow-incomplete-coverage'))
   t.same(plan([], false, true).coverage, 'enforced', 'CI without Redis: enforced (and the Redis suites fail)')
   t.same(plan(['--jobs=2', 'build/test/x.test.js'], true, false).args, ['--reporter=tap', '--coverage-report=json-summary', '--jobs=2', 'build/test/x.test.js'], 'arguments go to tap')
@@ -204,4 +212,67 @@ test('the files a run lists: the .js files and folders given, or all of build/te
   t.ok(listed.includes('build/test/nope.test.js'), 'a listed file that does not exist')
   t.ok(listed.length > 1 && listed.every((file) => file === 'build/test/nope.test.js' || /^build\/test\/engine\/.+\.test\.js$/.test(file)), 'the folder\'s test files')
   t.ok(listedFiles(['--reporter=tap']).includes('build/test/tap-summary.test.js'), 'every file, this one among them')
+})
+
+/** What tap prints for files in which no assertion passed (real output of tap 21), and for one that passes. */
+const NO_TEST = `TAP version 14
+1..7
+# Subtest: build/test/empty.test.js
+    1..0 # no tests found
+ok 1 - build/test/empty.test.js # SKIP no tests found
+
+# Subtest: build/test/empty-subtest.test.js
+    # Subtest: sub
+        1..0
+    ok 1 - sub # time=3.533ms
+    
+    1..1
+    # time=28.053ms
+ok 2 - build/test/empty-subtest.test.js # time=28.053ms
+
+# Subtest: build/test/only-skip.test.js
+    ok 1 - later # SKIP
+    1..1
+    # time=28.885ms
+ok 3 - build/test/only-skip.test.js # time=28.885ms
+
+# Subtest: build/test/plan0.test.js
+    1..0
+    # time=32.005ms
+ok 4 - build/test/plan0.test.js # SKIP no tests found
+
+# Subtest: build/test/todo.test.js
+    ok 1 - later # TODO
+    1..1
+    # time=6.88ms
+ok 5 - build/test/todo.test.js # time=6.88ms
+
+# Subtest: build/test/redis.test.js
+    ok 1 - ${REDIS_SKIPPED}: redis-server is not on PATH # SKIP
+    1..1
+    # time=6.519ms
+ok 6 - build/test/redis.test.js # time=6.519ms
+
+# Subtest: build/test/good.test.js
+    ok 1 - passes
+    1..1
+ok 7 - build/test/good.test.js # time=22.505ms
+`
+
+test('a file in which no assertion passed counts as failed: "no test ran"', async (t) => {
+  const expected = read(NO_TEST).files.map((file) => file.file)
+  const run = { code: 0, ms: 1000, plan: plan([], true, true), coverage: { full: true, text: '100%' }, stderr: [], expected }
+  const strict = report(read(NO_TEST), run)
+  t.equal(strict.ok, false, 'failed, though tap passed every file and exited with 0')
+  const text = strict.lines.join('\n')
+  t.match(text, /Files: {4}7 \(1 passed, 6 failed\)/, 'an empty file, an empty subtest, a skip, a plan of 0, a todo, and the Redis skip with Redis')
+  for (const name of ['empty', 'empty-subtest', 'only-skip', 'plan0', 'todo', 'redis']) {
+    t.ok(text.includes(`FAILED build/test/${name}.test.js\n  ✗ (the file itself)\n      ${NO_TEST_RAN}\n`), name)
+  }
+  t.match(text, /only-skip\.test\.js\n.*\n.*\n {6}skipped: later\n/, 'with what it skipped')
+  t.notOk(text.includes('FAILED build/test/good.test.js'))
+
+  const relaxed = report(read(NO_TEST), { ...run, plan: plan([], false, false) })
+  t.match(relaxed.lines.join('\n'), /Files: {4}7 \(2 passed, 5 failed\)/, 'without Redis outside CI, the Redis suites\' skip passes; the others still fail')
+  t.notOk(relaxed.lines.join('\n').includes('FAILED build/test/redis.test.js'))
 })

@@ -2,7 +2,7 @@
  * Reads the TAP that `tap --reporter=tap` prints (one file per top-level
  * subtest, subtests indented by four spaces, a YAML block after a failure) and
  * sums it up for `npm test`: the failures with their diagnostics, the counts,
- * and each file's time.
+ * and each file's time, passing assertions and skips.
  */
 
 export interface Failure {
@@ -19,6 +19,10 @@ export interface FileResult {
   ok: boolean
   /** `# time=` of its result line, in ms (0 if absent). */
   ms: number
+  /** Its assertions that passed (not skipped, not todo). */
+  passed: number
+  /** The names of its assertions and subtests that were skipped. */
+  skipped: string[]
 }
 
 export interface TapCounts {
@@ -49,6 +53,8 @@ export class TapSummary {
   private readonly open: Array<Open | undefined> = []
   /** The failure whose YAML block is being read, and the block's indent. */
   private yaml: { failure: Failure, indent: string } | undefined
+  /** The open file's passing assertions and skips so far. */
+  private tally: Pick<FileResult, 'passed' | 'skipped'> = { passed: 0, skipped: [] }
 
   line (text: string): void {
     if (this.yaml !== undefined) return this.readYaml(text)
@@ -59,6 +65,7 @@ export class TapSummary {
     if (subtest !== null) {
       this.open.length = depth
       this.open[depth] = { name: subtest[1] as string, failures: 0 }
+      if (depth === 0) this.tally = { passed: 0, skipped: [] }
       return
     }
     if (/^Bail out!/.test(body)) this.bailedOut ??= body
@@ -78,20 +85,21 @@ export class TapSummary {
     if (own !== undefined) {
       // The result line of a subtest: it closes it.
       this.open.length = depth
-      if (depth === 0) this.files.push({ file: own.name, ok: !failed, ms: directive === 'time=' ? parseFloat(value) * (value.endsWith('ms') ? 1 : 1000) : 0 })
+      const ms = directive === 'time=' ? parseFloat(value) * (value.endsWith('ms') ? 1 : 1000) : 0
+      if (depth === 0) this.files.push({ file: own.name, ok: !failed, ms, ...this.tally })
       if (failed && own.failures === 0) this.fail(path)
       return
     }
     if (depth === 0) {
       // A file tap timed out: \`not ok 80 - timeout!\`, its YAML naming the file (\`expired:\`).
-      this.files.push({ file: name, ok: !failed, ms: 0 })
+      this.files.push({ file: name, ok: !failed, ms: 0, passed: 0, skipped: [] })
       if (failed) this.fail([name, name])
       return
     }
-    if (/^skip$/i.test(directive ?? '')) this.counts.skip++
-    else if (/^todo$/i.test(directive ?? '')) this.counts.todo++
-    else if (failed) this.counts.fail++
-    else this.counts.pass++
+    const kind = /^skip$/i.test(directive ?? '') ? 'skip' : /^todo$/i.test(directive ?? '') ? 'todo' : failed ? 'fail' : 'pass'
+    this.counts[kind]++
+    if (kind === 'skip') this.tally.skipped.push(name)
+    if (kind === 'pass') this.tally.passed++
     if (failed) this.fail(path)
   }
 

@@ -6,11 +6,15 @@
  * with their diagnostics, then the totals and the coverage verdict), the
  * coverage table only when lib/ is below 100%. A file that died shows the
  * error Node printed for it on stderr; a listed file with no result in the
- * TAP (tap never ran it) counts as failed.
+ * TAP (tap never ran it) counts as failed, and so does a file in which no
+ * assertion passed ("no test ran": no tests, only skips or todos, a plan of
+ * 0, an exit before its tests), unless its skip is the Redis suites' in a run
+ * that skips them.
  *
  * tap's 100% coverage rule on lib/ needs the Redis suites. Without redis-server
  * on PATH outside CI they are skipped, so coverage is reported but not
- * enforced, and the summary says why.
+ * enforced, and the summary says why. A module of lib/ that no test imports
+ * is missing from tap's report: it counts as below 100% (tap-coverage.ts).
  *
  * `--quick` (npm run test:quick): the engine, memory store, layers and config
  * tests, without Redis and without coverage, for the edit loop.
@@ -22,13 +26,13 @@ import { createWriteStream, existsSync, mkdirSync, readFileSync, readdirSync, rm
 import { posix } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath, pathToFileURL } from 'node:url'
-import { inCI, redisAvailable } from './redis-server.js'
-import { crashLines, neverRan, shortDiagnostic, TapSummary, type Failure } from './tap-summary.js'
+import { inCI, redisAvailable, REDIS_SKIPPED } from './redis-server.js'
+import { crashLines, neverRan, shortDiagnostic, TapSummary, type Failure, type FileResult } from './tap-summary.js'
+import { COVERAGE_SUMMARY, readCoverage, type Coverage } from './tap-coverage.js'
 
 export const RESULTS = 'test-results'
 export const TAP_FILE = `${RESULTS}/tap.txt`
 export const STDERR_FILE = `${RESULTS}/stderr.txt`
-const COVERAGE_SUMMARY = '.tap/report/coverage-summary.json'
 /** tap as npm scripts find it, also when this file is run with node directly. */
 const TAP_BIN = fileURLToPath(new URL('../../node_modules/.bin/tap', import.meta.url))
 const tapCommand = (): string => existsSync(TAP_BIN) ? TAP_BIN : 'tap'
@@ -58,6 +62,8 @@ export interface Plan {
   args: string[]
   /** Whether coverage is measured and enforced. */
   coverage: 'enforced' | 'not enforced' | 'off'
+  /** Whether the Redis suites run, or are skipped (test:quick, or no redis-server outside CI). */
+  redis: 'run' | 'skipped'
 }
 
 /** The tap command line for this script's arguments. */
@@ -66,13 +72,15 @@ export function plan (argv: string[], redis: boolean, ci: boolean): Plan {
   const rest = argv.filter((arg) => arg !== '--quick')
   const jobs = rest.some((arg) => /^(--jobs|-j)/.test(arg)) ? [] : [`--jobs=${JOBS}`]
   const files = quick && !rest.some((arg) => !arg.startsWith('-')) ? QUICK : []
-  if (quick) return { quick, args: ['--reporter=tap', ...jobs, '--disable-coverage', ...rest, ...files], coverage: 'off' }
-  if (rest.includes('--disable-coverage')) return { quick, args: ['--reporter=tap', ...jobs, ...rest], coverage: 'off' }
+  const suites = !quick && (redis || ci) ? 'run' : 'skipped'
+  if (quick) return { quick, args: ['--reporter=tap', ...jobs, '--disable-coverage', ...rest, ...files], coverage: 'off', redis: suites }
+  if (rest.includes('--disable-coverage')) return { quick, args: ['--reporter=tap', ...jobs, ...rest], coverage: 'off', redis: suites }
   const relax = coverageArgs(redis, ci)
   return {
     quick,
     args: ['--reporter=tap', ...jobs, '--coverage-report=json-summary', ...relax, ...rest],
-    coverage: relax.length > 0 ? 'not enforced' : 'enforced'
+    coverage: relax.length > 0 ? 'not enforced' : 'enforced',
+    redis: suites
   }
 }
 
@@ -88,12 +96,21 @@ export function listedFiles (args: string[]): string[] {
       : [root]).sort()
 }
 
+/** Why a file tap passed counts as failed. */
+export const NO_TEST_RAN = 'no test ran: not one assertion passed (no tests, only skips or todos, a plan of 0, or an exit before them)'
+
+/** Whether `file` passed in tap without a passing assertion (see the header): it counts as failed. */
+export function ranNoTest (file: FileResult, thePlan: Plan): boolean {
+  const redisSkip = thePlan.redis === 'skipped' && file.skipped.some((name) => name.startsWith(REDIS_SKIPPED))
+  return file.ok && file.passed === 0 && !redisSkip
+}
+
 /** Runs tap, the TAP to `TAP_FILE` and read on the way; a dot per file that passed, F per file that failed. */
-async function runTap (args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number, summary: TapSummary }> {
+async function runTap (thePlan: Plan, env: NodeJS.ProcessEnv): Promise<{ code: number, summary: TapSummary }> {
   const summary = new TapSummary()
   const tapOut = createWriteStream(TAP_FILE)
   const errOut = createWriteStream(STDERR_FILE)
-  const child = spawn(tapCommand(), args, { env, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(tapCommand(), thePlan.args, { env, stdio: ['ignore', 'pipe', 'pipe'] })
   child.on('error', (error) => { errOut.write(`${String(error)}\n`) })
   child.stderr.pipe(errOut)
   let files = 0
@@ -102,27 +119,14 @@ async function runTap (args: string[], env: NodeJS.ProcessEnv): Promise<{ code: 
     summary.line(line)
     if (summary.files.length > files) {
       files = summary.files.length
-      process.stdout.write(summary.files.at(-1)?.ok === true ? '.' : 'F')
+      const file = summary.files.at(-1)
+      process.stdout.write(file?.ok === true && !ranNoTest(file, thePlan) ? '.' : 'F')
     }
   })
   const code = await new Promise<number>((resolve) => child.once('close', (status) => { resolve(status ?? 1) }))
   await Promise.all([tapOut, errOut].map((stream) => new Promise((resolve) => stream.end(resolve))))
   if (files > 0) process.stdout.write('\n')
   return { code, summary }
-}
-
-interface Coverage { full: boolean, text: string }
-
-/** lib/'s coverage from tap's json-summary report, if there is one. */
-function readCoverage (): Coverage | undefined {
-  if (!existsSync(COVERAGE_SUMMARY)) return undefined
-  const { total } = JSON.parse(readFileSync(COVERAGE_SUMMARY, 'utf8')) as { total: Record<string, { pct: number }> }
-  const kinds = ['statements', 'branches', 'functions', 'lines'] as const
-  const below = kinds.filter((kind) => (total[kind]?.pct ?? 0) < 100)
-  return {
-    full: below.length === 0,
-    text: below.length === 0 ? '100% of lib/ (statements, branches, functions, lines)' : `BELOW 100%: ${below.map((kind) => `${kind} ${total[kind]?.pct ?? 0}%`).join(', ')}`
-  }
 }
 
 const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`
@@ -157,8 +161,16 @@ export interface Run {
 /** The summary the output ends with; returns whether the run passed. */
 export function report (summary: TapSummary, run: Run): { ok: boolean, lines: string[] } {
   const missing = neverRan(summary, run.expected)
-  const failures = [...summary.failures, ...missing.map((file): Failure => ({ file, path: [], diagnostic: ['never ran: no result from it in the TAP'] }))]
-  const files = [...summary.files, ...missing.map((file) => ({ file, ok: false, ms: 0 }))]
+  const empty = summary.files.filter((file) => ranNoTest(file, run.plan))
+  const failures = [
+    ...summary.failures,
+    ...missing.map((file): Failure => ({ file, path: [], diagnostic: ['never ran: no result from it in the TAP'] })),
+    ...empty.map(({ file, skipped }): Failure => ({ file, path: [], diagnostic: [NO_TEST_RAN, ...skipped.map((name) => `skipped: ${name}`)] }))
+  ]
+  const files = [
+    ...summary.files.map((file) => empty.includes(file) ? { ...file, ok: false } : file),
+    ...missing.map((file) => ({ file, ok: false, ms: 0 }))
+  ]
   const failedFiles = files.filter((file) => !file.ok).length
   const stderrLines = run.stderr.filter((line) => line.trim() !== '').length
   const counts = summary.totals ?? { total: summary.counts.pass + summary.counts.fail + summary.counts.skip + summary.counts.todo, ...summary.counts }
@@ -191,8 +203,8 @@ async function main (): Promise<void> {
   rmSync(COVERAGE_SUMMARY, { force: true })
   const env = thePlan.quick ? { ...process.env, [NO_REDIS]: '1' } : process.env
   process.stdout.write(`${thePlan.quick ? 'Quick tests' : 'Tests'}: tap ${thePlan.args.join(' ')}\nFull TAP: ${TAP_FILE}\n`)
-  const { code, summary } = await runTap(thePlan.args, env)
-  const coverage = thePlan.coverage === 'off' ? undefined : readCoverage()
+  const { code, summary } = await runTap(thePlan, env)
+  const coverage = thePlan.coverage === 'off' ? undefined : readCoverage(process.cwd())
   if (coverage !== undefined && !coverage.full) spawnSync(tapCommand(), ['report', 'text'], { stdio: 'inherit' })
   const stderr = readFileSync(STDERR_FILE, 'utf8').split('\n')
   const expected = listedFiles(thePlan.args)

@@ -29,6 +29,8 @@ export class ReplicaProcess {
   private readonly child: ChildProcess
 
   constructor (readonly index: number, config: ReplicaConfig, readonly events: StoreEvent[]) {
+    // Untraced, though a replica runs build/lib/: lib/ is covered by the tests that load it in-process, and tracing
+    // several replicas at once under tap's coverage hook would cost CPU and merge their coverage for nothing.
     this.child = spawn(process.execPath, [REPLICA_JS, JSON.stringify(config)], {
       env: untracedEnv(),
       stdio: ['pipe', 'pipe', process.env.FAULTS_VERBOSE === undefined ? 'ignore' : 'inherit']
