@@ -87,3 +87,30 @@ t.test('the user documents link into the repository relatively (an https link to
     t.same(own, [], document)
   }
 })
+
+t.test('links as CommonMark reads them: a fence in a list item, a comment, or on a list marker line hides none', async (t) => {
+  const broken = (markdown: string) => brokenLinks(ROOT, 'TEST.md', { markdown }).map((message) => message.split(': ')[0])
+  t.same(broken('- item\n  ```sh\n  x\nb [gone](nope1.md)\n```\n'), ['TEST.md:4'], 'a fence in a list item ends with the item')
+  t.same(broken('<!--\n```\n-->\n[gone](nope2.md)\n'), ['TEST.md:4'], 'a fence in an HTML comment is commented out')
+  t.same(broken('- ```sh\n  x\n  ```\n\n[gone](nope3.md)\n'), ['TEST.md:5'], 'a fence on a list marker line')
+  t.same(broken('1. ```sh\n   x\n   ```\n\n[gone](nope4.md)\n'), ['TEST.md:5'], 'a fence on an ordered list marker line')
+})
+
+t.test('links after an escaped backtick, after a <!--> comment, with nested parentheses, with entities', async (t) => {
+  t.same(links('\\`[x](nope1.md)\\`\n'), [{ line: 1, target: 'nope1.md' }], 'an escaped backtick opens no code span')
+  t.same(links('a <!--> b [x](nope2.md)\n\nc -->\n'), [{ line: 1, target: 'nope2.md' }], '<!--> is a whole comment')
+  t.same(links('a <!---> b [x](nope3.md) -->\n'), [{ line: 1, target: 'nope3.md' }], '<!---> is a whole comment')
+  t.same(links('[x](a(b(c)).md)\n'), [{ line: 1, target: 'a(b(c)).md' }], 'balanced parentheses nest')
+  t.same(links('[x](nope&#46;md) [y](&#x61;.md "t")\n'), [{ line: 1, target: 'nope.md' }, { line: 1, target: 'a.md' }],
+    'entities in destinations are decoded')
+})
+
+t.test('headings in any container have anchors; indented code is code', async (t) => {
+  t.same([...anchors('> ## Quoted\n\n- ## Listed\n- Setext\n  ---\n\n    # indented code\n')], ['quoted', 'listed', 'setext'])
+  t.same(links('para\n\n    [x](nope.md) <a href="nope.md">\n'), [], 'an indented code block holds no link')
+  t.same(brokenLinks(ROOT, 'TEST.md', { markdown: '> # Quoted\n\n1. ## Listed\n\n[a](#quoted) [b](#listed)\n' }), [])
+})
+
+t.test('a link in a code span, a fence or a comment is no link (the README links a page only by a real link)', async (t) => {
+  t.same(links('`](docs/x.md)` and `[a](docs/x.md)`\n\n```md\n[a](docs/x.md)\n```\n\n<!-- [a](docs/x.md) -->\n'), [])
+})

@@ -76,3 +76,15 @@ t.test('a block is under the heading before it, ATX or setext', async (t) => {
   const text = ['# One #', '```ts', 'a', '```', 'Two', '---', '```ts', 'b', '```'].join('\n')
   t.same(found(text).blocks.map((block) => block.section), ['One', 'Two'])
 })
+
+t.test('a fence ends where CommonMark ends it: a list item, an HTML comment, a list marker do not hide the block after', async (t) => {
+  const inItem = ['- item', '  ```ts', '  a', 'b', '```ts', 'broken', '```'].join('\n')
+  t.same(lines(inItem), ['2:run:a', '5:run:broken'], 'a fence in a list item ends with the item')
+  const inComment = ['<!--', '```', '-->', '```ts', 'broken', '```'].join('\n')
+  t.same(lines(inComment), ['4:run:broken'], 'a fence in an HTML comment is commented out, and ends with it')
+  for (const marker of ['-', '1.']) {
+    const onMarker = [`${marker} \`\`\`ts`, '   a', '   ```', '', '```ts', 'broken', '```'].join('\n')
+    t.same(lines(onMarker), ['1:run:a', '5:run:broken'], `a fence on a list marker line (${marker})`)
+  }
+  t.same(found(inItem).refused, [])
+})
