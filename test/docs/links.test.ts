@@ -36,15 +36,16 @@ t.test('links are found in prose, not in code', async (t) => {
   ])
 })
 
-t.test('reference links, HTML attributes quoted any way, angle brackets; nothing in code or comments', async (t) => {
+t.test('reference links at their use, HTML attributes quoted any way, angle brackets; nothing in code or comments', async (t) => {
   const text = '[a][one] [b][] [c] ![d][TWO]\n\n[one]: ref-one.md "title"\n  [Two]:\n  <ref two.md>\n' +
     '<a href=\'single.md\'>x</a> <img alt="y" src=bare.png> <a\n  href="next-line.md">\n[e](<with space.md> \'t\') [f](g(h).md)\n' +
-    '[^1]: footnote.md\n`x\n[in](code.md)` <!-- [in](comment.md) -->\n   ~~~ts\n[in](tilde.md)\n~~~\n````\n```\n[in](longer.md)\n````\n'
+    '[^1]: footnote.md\n`x\n[in](code.md)` <!-- [in](comment.md) -->\n   ~~~ts\n[in](tilde.md)\n~~~\n````\n```\n[in](longer.md)\n````\n' +
+    '[unused]: unused.md\n'
   t.same(links(text), [
-    { line: 3, target: 'ref-one.md' }, { line: 4, target: 'ref two.md' },
+    { line: 1, target: 'ref-one.md' }, { line: 1, target: 'ref%20two.md' },
     { line: 6, target: 'single.md' }, { line: 6, target: 'bare.png' }, { line: 7, target: 'next-line.md' },
-    { line: 8, target: 'with space.md' }, { line: 8, target: 'g(h).md' }
-  ], 'a footnote is no link')
+    { line: 8, target: 'with%20space.md' }, { line: 8, target: 'g(h).md' }
+  ], 'a destination as its href (%-encoded); a definition no link uses, a footnote\'s included, shows nothing')
 })
 
 t.test('a link resolves to a file or folder git tracks, its anchor %-decoded', async (t) => {
@@ -55,7 +56,7 @@ t.test('a link resolves to a file or folder git tracks, its anchor %-decoded', a
     'TEST.md:4: [missing]: no reference definition [missing]:',
     'TEST.md:4: [f]: no reference definition [f]:'
   ])
-  t.same(brokenLinks(ROOT, 'TEST.md', { markdown: '[h](%E0%A4%A)\n' }), ['TEST.md:1: %E0%A4%A: a malformed %-encoding'])
+  t.same(brokenLinks(ROOT, 'TEST.md', { markdown: '[h](%E0%A4%A)\n' }), ['TEST.md:1: %E0%A4%25A: a malformed %-encoding'])
 })
 
 t.test('a broken link fails, naming the document, the line and the link', async (t) => {
@@ -106,7 +107,7 @@ t.test('links after an escaped backtick, after a <!--> comment, with nested pare
 })
 
 t.test('headings in any container have anchors; indented code is code', async (t) => {
-  t.same([...anchors('> ## Quoted\n\n- ## Listed\n- Setext\n  ---\n\n    # indented code\n')], ['quoted', 'listed', 'setext'])
+  t.same([...anchors('> ## Quoted\n\n- ## Listed\n- Setext\n  ---\n\npara\n\n    # indented code\n')], ['quoted', 'listed', 'setext'])
   t.same(links('para\n\n    [x](nope.md) <a href="nope.md">\n'), [], 'an indented code block holds no link')
   t.same(brokenLinks(ROOT, 'TEST.md', { markdown: '> # Quoted\n\n1. ## Listed\n\n[a](#quoted) [b](#listed)\n' }), [])
 })
