@@ -101,6 +101,8 @@ t.test('links after an escaped backtick, after a <!--> comment, with nested pare
   t.same(links('\\`[x](nope1.md)\\`\n'), [{ line: 1, target: 'nope1.md' }], 'an escaped backtick opens no code span')
   t.same(links('a <!--> b [x](nope2.md)\n\nc -->\n'), [{ line: 1, target: 'nope2.md' }], '<!--> is a whole comment')
   t.same(links('a <!---> b [x](nope3.md) -->\n'), [{ line: 1, target: 'nope3.md' }], '<!---> is a whole comment')
+  t.same(links('<!-- <a href="hidden.md"> -->\n<!--> <a href="shown.md">\n\na <!----> <img src="inline.png">\n'),
+    [{ line: 2, target: 'shown.md' }, { line: 4, target: 'inline.png' }], 'HTML comments hide their tags, and end as HTML ends them')
   t.same(links('[x](a(b(c)).md)\n'), [{ line: 1, target: 'a(b(c)).md' }], 'balanced parentheses nest')
   t.same(links('[x](nope&#46;md) [y](&#x61;.md "t")\n'), [{ line: 1, target: 'nope.md' }, { line: 1, target: 'a.md' }],
     'entities in destinations are decoded')
