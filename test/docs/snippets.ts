@@ -1,8 +1,9 @@
 /**
  * The TypeScript blocks of a user document (README.md, MIGRATING.md, docs/**.md),
- * tried as a user pastes them. A TypeScript block is a fenced code block, in any
- * container (markdown.ts reads the document as CommonMark) whose info string starts with `ts`,
- * `typescript`, `mts` or `cts`, in any case, whatever follows (`ts title="app.ts"`):
+ * tried as a user pastes them. A TypeScript block is a fenced code block in any
+ * container (markdown.ts reads the document as CommonMark) whose info string
+ * starts with `ts`, `typescript`, `mts` or `cts`, in any case, whatever follows
+ * (`ts title="app.ts"`):
  *
  * - every block type-checks as pasted, with the repository's TypeScript and
  *   compiler options (`strict` and more, as `tsc --init` sets them; unused names
