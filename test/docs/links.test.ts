@@ -36,15 +36,16 @@ t.test('links are found in prose, not in code', async (t) => {
   ])
 })
 
-t.test('reference links, HTML attributes quoted any way, angle brackets; nothing in code or comments', async (t) => {
+t.test('reference links at their use, HTML attributes quoted any way, angle brackets; nothing in code or comments', async (t) => {
   const text = '[a][one] [b][] [c] ![d][TWO]\n\n[one]: ref-one.md "title"\n  [Two]:\n  <ref two.md>\n' +
     '<a href=\'single.md\'>x</a> <img alt="y" src=bare.png> <a\n  href="next-line.md">\n[e](<with space.md> \'t\') [f](g(h).md)\n' +
-    '[^1]: footnote.md\n`x\n[in](code.md)` <!-- [in](comment.md) -->\n   ~~~ts\n[in](tilde.md)\n~~~\n````\n```\n[in](longer.md)\n````\n'
+    '[^1]: footnote.md\n`x\n[in](code.md)` <!-- [in](comment.md) -->\n   ~~~ts\n[in](tilde.md)\n~~~\n````\n```\n[in](longer.md)\n````\n' +
+    '[unused]: unused.md\n'
   t.same(links(text), [
-    { line: 3, target: 'ref-one.md' }, { line: 4, target: 'ref two.md' },
+    { line: 1, target: 'ref-one.md' }, { line: 1, target: 'ref%20two.md' },
     { line: 6, target: 'single.md' }, { line: 6, target: 'bare.png' }, { line: 7, target: 'next-line.md' },
-    { line: 8, target: 'with space.md' }, { line: 8, target: 'g(h).md' }
-  ], 'a footnote is no link')
+    { line: 8, target: 'with%20space.md' }, { line: 8, target: 'g(h).md' }
+  ], 'a destination as its href (%-encoded); a definition no link uses, a footnote\'s included, shows nothing')
 })
 
 t.test('a link resolves to a file or folder git tracks, its anchor %-decoded', async (t) => {
@@ -55,7 +56,7 @@ t.test('a link resolves to a file or folder git tracks, its anchor %-decoded', a
     'TEST.md:4: [missing]: no reference definition [missing]:',
     'TEST.md:4: [f]: no reference definition [f]:'
   ])
-  t.same(brokenLinks(ROOT, 'TEST.md', { markdown: '[h](%E0%A4%A)\n' }), ['TEST.md:1: %E0%A4%A: a malformed %-encoding'])
+  t.same(brokenLinks(ROOT, 'TEST.md', { markdown: '[h](%E0%A4%A)\n' }), ['TEST.md:1: %E0%A4%25A: a malformed %-encoding'])
 })
 
 t.test('a broken link fails, naming the document, the line and the link', async (t) => {
@@ -86,4 +87,33 @@ t.test('the user documents link into the repository relatively (an https link to
       .filter(({ target }) => /github(usercontent)?\.com\/fastify-tollgate\//.test(target))
     t.same(own, [], document)
   }
+})
+
+t.test('links as CommonMark reads them: a fence in a list item, a comment, or on a list marker line hides none', async (t) => {
+  const broken = (markdown: string) => brokenLinks(ROOT, 'TEST.md', { markdown }).map((message) => message.split(': ')[0])
+  t.same(broken('- item\n  ```sh\n  x\nb [gone](nope1.md)\n```\n'), ['TEST.md:4'], 'a fence in a list item ends with the item')
+  t.same(broken('<!--\n```\n-->\n[gone](nope2.md)\n'), ['TEST.md:4'], 'a fence in an HTML comment is commented out')
+  t.same(broken('- ```sh\n  x\n  ```\n\n[gone](nope3.md)\n'), ['TEST.md:5'], 'a fence on a list marker line')
+  t.same(broken('1. ```sh\n   x\n   ```\n\n[gone](nope4.md)\n'), ['TEST.md:5'], 'a fence on an ordered list marker line')
+})
+
+t.test('links after an escaped backtick, after a <!--> comment, with nested parentheses, with entities', async (t) => {
+  t.same(links('\\`[x](nope1.md)\\`\n'), [{ line: 1, target: 'nope1.md' }], 'an escaped backtick opens no code span')
+  t.same(links('a <!--> b [x](nope2.md)\n\nc -->\n'), [{ line: 1, target: 'nope2.md' }], '<!--> is a whole comment')
+  t.same(links('a <!---> b [x](nope3.md) -->\n'), [{ line: 1, target: 'nope3.md' }], '<!---> is a whole comment')
+  t.same(links('<!-- <a href="hidden.md"> -->\n<!--> <a href="shown.md">\n\na <!----> <img src="inline.png">\n'),
+    [{ line: 2, target: 'shown.md' }, { line: 4, target: 'inline.png' }], 'HTML comments hide their tags, and end as HTML ends them')
+  t.same(links('[x](a(b(c)).md)\n'), [{ line: 1, target: 'a(b(c)).md' }], 'balanced parentheses nest')
+  t.same(links('[x](nope&#46;md) [y](&#x61;.md "t")\n'), [{ line: 1, target: 'nope.md' }, { line: 1, target: 'a.md' }],
+    'entities in destinations are decoded')
+})
+
+t.test('headings in any container have anchors; indented code is code', async (t) => {
+  t.same([...anchors('> ## Quoted\n\n- ## Listed\n- Setext\n  ---\n\npara\n\n    # indented code\n')], ['quoted', 'listed', 'setext'])
+  t.same(links('para\n\n    [x](nope.md) <a href="nope.md">\n'), [], 'an indented code block holds no link')
+  t.same(brokenLinks(ROOT, 'TEST.md', { markdown: '> # Quoted\n\n1. ## Listed\n\n[a](#quoted) [b](#listed)\n' }), [])
+})
+
+t.test('a link in a code span, a fence or a comment is no link (the README links a page only by a real link)', async (t) => {
+  t.same(links('`](docs/x.md)` and `[a](docs/x.md)`\n\n```md\n[a](docs/x.md)\n```\n\n<!-- [a](docs/x.md) -->\n'), [])
 })

@@ -5,16 +5,17 @@
  * (%-decoded) to a heading of the target (or of the document itself), slugged as
  * GitHub slugs headings, or to an HTML `id`/`name` there.
  *
- * A link is an inline one (`[text](target)`, `![alt](<target>)`), a reference
- * definition (`[ref]: target`, not a footnote's `[^1]:`; a `[text][ref]` with no
- * definition is broken), or
- * an HTML `href`/`src` (quoted or not); none inside code (markdown.ts finds the
- * fenced blocks and the code spans) or HTML comments.
+ * A link is what CommonMark reads as one (markdown.ts): an inline or reference
+ * link or image, an autolink, at its line (a reference link at its use: a
+ * definition no link uses shows nothing), its destination as the parser gives it
+ * (escapes and entities decoded, %-encoded as an `href`); or an HTML `href`/`src`
+ * (quoted or not) outside HTML comments. A `[text][ref]` no definition names is
+ * broken (an escaped `\[text\]\[ref\]` is read as one too: write it otherwise).
  */
 import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { dirname, join, normalize, relative, sep } from 'node:path'
-import { blank, headings, lineAt, outsideFences, spans } from './markdown.js'
+import { located, newlines, plainText, withoutComments, type Located } from './markdown.js'
 
 /** A link found in a document: where, and what it points to. */
 export interface Link {
@@ -22,99 +23,73 @@ export interface Link {
   target: string
 }
 
-/** The text a reader sees: fenced blocks, code spans and HTML comments blanked, lines kept. */
-function prose (markdown: string): string {
-  const outside = outsideFences(markdown.split('\n')).join('\n')
-  const { code, comments } = spans(outside)
-  return blank(outside, [...code, ...comments])
-}
-
-const LABEL = String.raw`((?:[^\[\]\\]|\\.)*)`
-const TITLE = String.raw`(?:\s+(?:"[^"]*"|'[^']*'|\([^()]*\)))?`
-const INLINE = new RegExp(String.raw`\]\(\s*(?:<([^<>\n]*)>|((?:[^\s()\\]|\\.|\((?:[^\s()\\]|\\.)*\))+))?${TITLE}\s*\)`, 'g')
-const DEFINITION = new RegExp(String.raw`^ {0,3}\[(?!\^)${LABEL}\]:[ \t]*\n?[ \t]*(?:<([^<>\n]*)>|(\S+))${TITLE}[ \t]*$`, 'gm')
-const REFERENCE = new RegExp(String.raw`\[${LABEL}\]\[${LABEL}\]`, 'g')
 const TAG = /<[a-z][\w-]*(\s[^<>]*)>/gi
 const ATTRIBUTE = /\s(href|src|id|name)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'=<>`]+))/gi
+const REFERENCE = /\[([^[\]]*)\]\[([^[\]]*)\]/g
 
-const unescape = (text: string): string => text.replace(/\\([!-/:-@[-`{-~])/g, '$1')
-const normalizeLabel = (label: string): string => label.trim().replace(/\s+/g, ' ').toLowerCase()
-
-/** A link target at an offset of a text. */
-interface Found { at: number, target: string }
-
-/** The `href`/`src` (or `id`/`name`) attributes of the HTML tags of a text, at their offsets. */
-function attributes (text: string, names: RegExp): Found[] {
-  const found: Found[] = []
-  for (const tag of text.matchAll(TAG)) {
-    const start = tag.index + tag[0].length - 1 - (tag[1]?.length ?? 0)
-    for (const attribute of (tag[1] ?? '').matchAll(ATTRIBUTE)) {
-      if (names.test(attribute[1] ?? '')) found.push({ at: start + attribute.index, target: attribute[2] ?? attribute[3] ?? attribute[4] ?? '' })
+/** The attributes named `names` of the HTML tags of the HTML nodes among `nodes` (comments left out), each at its line. */
+function attributes (nodes: Located[], names: RegExp): Link[] {
+  const found: Link[] = []
+  for (const { node, line } of nodes) {
+    if (node.type !== 'html_block' && node.type !== 'html_inline') continue
+    const text = withoutComments(node.literal ?? '')
+    for (const tag of text.matchAll(TAG)) {
+      const start = tag.index + tag[0].length - 1 - (tag[1]?.length ?? 0)
+      for (const attribute of (tag[1] ?? '').matchAll(ATTRIBUTE)) {
+        if (!names.test(attribute[1] ?? '')) continue
+        const at = line + newlines(text.slice(0, start + attribute.index + 1))
+        found.push({ line: at, target: attribute[2] ?? attribute[3] ?? attribute[4] ?? '' })
+      }
     }
   }
   return found
 }
 
+/** The `[text][ref]` and `[ref][]` that CommonMark leaves as text: no definition names them. Each names its label. */
+function undefinedReferences (nodes: Located[]): Link[] {
+  const runs: Link[] = []
+  for (const { node, line } of nodes) {
+    if (node.type !== 'text') continue
+    const run = runs.at(-1)
+    if (node.prev?.type === 'text' && run !== undefined) run.target += node.literal ?? ''
+    else runs.push({ line, target: node.literal ?? '' })
+  }
+  return runs.flatMap(({ line, target: text }) => [...text.matchAll(REFERENCE)]
+    .map((match) => ({ line, target: match[2] === '' ? match[1] ?? '' : match[2] ?? '' }))
+    .filter(({ target }) => target.trim() !== ''))
+}
+
 /** The links of a markdown text, and its `[text][ref]` references that no definition names. */
 function parse (markdown: string): { links: Link[], undefined: Link[] } {
-  const text = prose(markdown)
-  const found: Found[] = []
-  const defined = new Set<string>()
-  for (const match of text.matchAll(INLINE)) found.push({ at: match.index, target: unescape(match[1] ?? match[2] ?? '') })
-  for (const match of text.matchAll(DEFINITION)) {
-    defined.add(normalizeLabel(match[1] ?? ''))
-    found.push({ at: match.index, target: unescape(match[2] ?? match[3] ?? '') })
+  const nodes = located(markdown)
+  const found: Link[] = []
+  for (const one of nodes) {
+    const { node, line } = one
+    if (node.type === 'link' || node.type === 'image') found.push({ line, target: node.destination ?? '' })
+    else found.push(...attributes([one], /^(?:href|src)$/i))
   }
-  found.push(...attributes(text, /^(?:href|src)$/i))
-  const line = ({ at, target }: Found): Link => ({ line: lineAt(text, at), target })
-  const undefinedReferences = [...text.matchAll(REFERENCE)]
-    .map((match) => ({ at: match.index, target: match[2] === '' ? match[1] ?? '' : match[2] ?? '' }))
-    .filter(({ target }) => !defined.has(normalizeLabel(target)))
-  return { links: found.sort((a, b) => a.at - b.at).map(line), undefined: undefinedReferences.map(line) }
+  return { links: found, undefined: undefinedReferences(nodes) }
 }
 
-/** Every link target of a markdown text, in line order: inline links and images, reference definitions, HTML `href`/`src`. */
+/** Every link target of a markdown text, in document order: links and images, autolinks, HTML `href`/`src`. */
 export const links = (markdown: string): Link[] => parse(markdown).links
 
-const ENTITIES: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" }
-const entity = (_: string, name: string): string => name.startsWith('#')
-  ? String.fromCodePoint(Number(name.replace(/^#x/i, '0x').replace(/^#/, '')))
-  : ENTITIES[name.toLowerCase()] ?? `&${name};`
+/** GitHub's anchor for a heading's text as a reader sees it: lower-cased, punctuation dropped, each space a hyphen. */
+const githubSlug = (text: string): string => text.trim().toLowerCase().replace(/[^\p{L}\p{M}\p{N}\p{Pc}\- ]/gu, '').replace(/ /g, '-')
 
-/** Inline markup outside code spans as rendered: links show their text, tags nothing, emphasis its content, escapes their character. */
-function rendered (text: string): string {
-  let out = text
-    .replace(/\\_/g, '\uE000')
-    .replace(/\](?:\([^)]*\)|\[[^\]]*\])/g, '') // a link or image shows its text (the brackets are punctuation)
-    .replace(/<\/?[a-z][\w-]*(?:\s[^<>]*)?>/gi, '')
-    .replace(/&(#x[\da-f]+|#\d+|[a-z]+);/gi, entity)
-    .replace(/\\([!-/:-@[-`{-~])/g, '$1')
-  for (let before = ''; before !== out;) {
-    before = out
-    out = out.replace(/(^|[^\p{L}\p{N}_])(_+)(?=[^\s_])([\s\S]*?[^\s_])\2(?![\p{L}\p{N}_])/gu, '$1$3')
-  }
-  return out.replace(/\uE000/g, '_')
-}
-
-/** GitHub's anchor for a heading's text: its rendered text lower-cased, punctuation dropped, each space a hyphen. */
+/** GitHub's anchor for a heading written `heading` (markdown: code, emphasis, links, tags and entities as rendered). */
 export function slug (heading: string): string {
-  let text = ''
-  let at = 0
-  for (const { start, end } of spans(heading).code) {
-    const code = heading.slice(start, end).replace(/^(`+)([\s\S]*)\1$/, '$2')
-    text += rendered(heading.slice(at, start)) + (/^ [\s\S]* $/.test(code) && code.trim() !== '' ? code.slice(1, -1) : code)
-    at = end
-  }
-  text += rendered(heading.slice(at))
-  return text.trim().toLowerCase().replace(/[^\p{L}\p{M}\p{N}\p{Pc}\- ]/gu, '').replace(/ /g, '-')
+  const node = located(`# ${heading}`).find((one) => one.node.type === 'heading')?.node
+  return githubSlug(node === undefined ? '' : plainText(node))
 }
 
 /** The anchors of a markdown text: its headings', repeated ones numbered (`-1`, `-2`) as GitHub numbers them, and HTML `id`s and `name`s. */
 export function anchors (markdown: string): Set<string> {
+  const nodes = located(markdown)
   const counts = new Map<string, number>()
   const found = new Set<string>()
-  for (const heading of headings(markdown)) {
-    const base = slug(heading.text)
+  for (const { node } of nodes.filter((one) => one.node.type === 'heading')) {
+    const base = githubSlug(plainText(node))
     let anchor = base
     while (found.has(anchor)) {
       counts.set(base, (counts.get(base) ?? 0) + 1)
@@ -122,7 +97,7 @@ export function anchors (markdown: string): Set<string> {
     }
     found.add(anchor)
   }
-  for (const { target } of attributes(prose(markdown), /^(?:id|name)$/i)) found.add(target)
+  for (const { target } of attributes(nodes, /^(?:id|name)$/i)) found.add(target)
   return found
 }
 

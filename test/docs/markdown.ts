@@ -1,142 +1,115 @@
 /**
- * The block structure of a markdown document that the documentation tests need,
- * read as CommonMark (and GitHub) read it, in one place:
+ * A markdown document as CommonMark reads it, in one place for the documentation
+ * tests: parsed by commonmark.js, CommonMark's reference implementation, so that
+ * containers (list items, block quotes), HTML blocks and comments, indented code,
+ * escapes and entities are read as the specification says, not as a pattern guesses.
  *
- * - fenced code blocks: an opening fence of 3 or more backticks or tildes,
- *   indented 0 to 3 spaces, with an info string (its first word the language);
- *   closed by the first later fence of the same character, at least as long, with
- *   nothing after it; a fence never closed runs to the end of the document. So a
- *   block of any language holds its own content, and hides nothing after it;
- * - code spans and HTML comments of the prose (a span never crosses a blank line);
- * - headings: ATX (`## Title ##`) and setext (a paragraph underlined with `===`
- *   or `---`).
+ * What the tests need of it: the code blocks (fenced ones with their info string,
+ * indented ones too), the headings (ATX and setext, in any container) with their
+ * text as a reader sees it, the HTML (blocks and inline) with its comments, and
+ * every node with the line it is on.
  *
- * Indented code blocks, block quotes and list items holding fences indented 4
- * spaces or more are not read as such: `strayFences` names those fence lines, so
- * that a caller can refuse them rather than miss their content.
+ * GitHub renders with cmark-gfm, CommonMark plus extensions: tables, strikethrough,
+ * autolinked bare URLs and footnotes are not read here. A table is read as a
+ * paragraph (its links are links all the same, and it holds no heading); a bare URL
+ * has a scheme, which the link check passes over; no document has a footnote.
  */
+import { Parser, type Node } from 'commonmark'
 
-export interface Fence {
-  /** The 0-based line of the opening fence. */
-  open: number
-  /** The 0-based line of the closing fence; the number of lines when the fence is never closed. */
-  close: number
-  /** The info string, trimmed: `ts title="app.ts"`. */
-  info: string
-  /** Its first word: `ts`. */
-  language: string
-  /** The lines between the fences, the opening fence's indentation taken off each. */
-  content: string[]
+/** A node of a document and its 1-based line. */
+export interface Located {
+  node: Node
+  /**
+   * A block's first line; an inline node's, its block's first line plus the line
+   * breaks before it there (a code span or a link title across lines counts none:
+   * their newlines are read as spaces).
+   */
+  line: number
 }
 
-const OPENING = /^( {0,3})(`{3,}|~{3,})(.*)$/
-const LOOSE = /^(?: {4,}|[ \t]*>[ >\t]*)(`{3,}|~{3,})\s*(\S*)/
+/** The line breaks of a text. */
+export const newlines = (text: string): number => text.split('\n').length - 1
 
-/** An opening fence, or undefined: a backtick fence's info string holds no backtick. */
-function opening (line: string): { indent: number, marker: string, info: string } | undefined {
-  const match = OPENING.exec(line)
-  if (match === null) return undefined
-  const [, indent = '', marker = '', info = ''] = match
-  if (marker.startsWith('`') && info.includes('`')) return undefined
-  return { indent: indent.length, marker, info: info.trim() }
-}
-
-const closes = (line: string, marker: string): boolean => {
-  const match = /^ {0,3}(`{3,}|~{3,})[ \t]*$/.exec(line)
-  return match !== null && match[1]?.[0] === marker[0] && (match[1]?.length ?? 0) >= marker.length
-}
-
-const outdent = (line: string, indent: number): string => line.replace(new RegExp(`^ {0,${indent}}`), '')
-
-/** The fenced code blocks of a document's lines, in order. */
-export function fences (lines: string[]): Fence[] {
-  const found: Fence[] = []
-  for (let i = 0; i < lines.length; i++) {
-    const open = opening(lines[i] as string)
-    if (open === undefined) continue
-    let close = i + 1
-    while (close < lines.length && !closes(lines[close] as string, open.marker)) close++
-    const content = lines.slice(i + 1, close).map((line) => outdent(line, open.indent))
-    found.push({ open: i, close, info: open.info, language: /^\S*/.exec(open.info)?.[0] ?? '', content })
-    i = close
+/** Every node of a document, in document order, with its line. */
+export function located (markdown: string): Located[] {
+  const found: Located[] = []
+  const walker = new Parser().parse(markdown).walker()
+  let line = 1
+  for (let step = walker.next(); step !== null; step = walker.next()) {
+    const { node, entering } = step
+    if (!entering) continue
+    // Blocks have a source position; inline nodes none (commonmark.js leaves it undefined).
+    const position = node.sourcepos as Node['sourcepos'] | undefined
+    if (position !== undefined) line = position[0][0]
+    found.push({ node, line })
+    if (node.type === 'softbreak' || node.type === 'linebreak') line++
+    if (node.type === 'html_inline') line += newlines(node.literal ?? '')
   }
   return found
 }
 
-/** The lines outside every fenced block (fences included) are kept, the others emptied: line numbers stay. */
-export function outsideFences (lines: string[]): string[] {
-  const kept = [...lines]
-  for (const { open, close } of fences(lines)) kept.fill('', open, Math.min(close + 1, lines.length))
-  return kept
+/** A node's text as a reader sees it: text, code and entities as shown, markup and HTML tags dropped, an image shown by none. */
+export function plainText (node: Node): string {
+  let text = ''
+  for (let child = node.firstChild; child !== null; child = child.next) {
+    if (child.type === 'text' || child.type === 'code') text += child.literal ?? ''
+    else if (child.type === 'softbreak' || child.type === 'linebreak') text += ' '
+    else if (child.type !== 'image') text += plainText(child)
+  }
+  return text
 }
 
-/** Lines outside fenced blocks that look like fences but open none: in a block quote, or indented 4 spaces or more. */
-export function strayFences (lines: string[]): Array<{ line: number, language: string }> {
-  return outsideFences(lines).flatMap((text, i) => {
-    const match = LOOSE.exec(text)
-    return match === null ? [] : [{ line: i + 1, language: match[2] ?? '' }]
+export interface CodeBlock {
+  /** 1-based: the opening fence's line, or an indented block's first. */
+  line: number
+  /** The info string (`ts title="app.ts"`); undefined for an indented block. */
+  info: string | undefined
+  /** The info string's first word (`ts`); '' for an indented block. */
+  language: string
+  /** The block's text, its container's indentation taken off, without the last newline. */
+  content: string
+  /** The HTML block just before it in its container (a marker, maybe), and that block's line. */
+  before: Located | undefined
+}
+
+/** The code blocks of a document, fenced and indented, in any container, in order. */
+export function codeBlocks (markdown: string): CodeBlock[] {
+  const all = located(markdown)
+  const lineOf = new Map(all.map(({ node, line }) => [node, line]))
+  return all.filter(({ node }) => node.type === 'code_block').map(({ node, line }) => {
+    const previous = node.prev?.type === 'html_block' ? node.prev : undefined
+    return {
+      line,
+      // commonmark.js gives an indented block a null info string.
+      info: node.info ?? undefined,
+      language: /^\S*/.exec(node.info ?? '')?.[0] ?? '',
+      content: (node.literal ?? '').replace(/\n$/, ''),
+      before: previous === undefined ? undefined : { node: previous, line: lineOf.get(previous) ?? line }
+    }
   })
 }
 
-export interface Range { start: number, end: number }
-
-/** The code spans and the HTML comments of a text (fenced blocks already emptied), scanned once from the start. */
-export function spans (text: string): { code: Range[], comments: Range[] } {
-  const code: Range[] = []
-  const comments: Range[] = []
-  const pattern = /(?<!`)(`+)(?!`)(?:(?!\n[ \t]*\n)[\s\S])*?(?<!`)\1(?!`)|<!--[\s\S]*?-->/g
-  for (const match of text.matchAll(pattern)) {
-    const range = { start: match.index, end: match.index + match[0].length }
-    if (match[1] === undefined) comments.push(range)
-    else code.push(range)
-  }
-  return { code, comments }
-}
-
-/** The text with each range's characters made spaces (newlines kept): offsets and lines stay. */
-export function blank (text: string, ranges: Range[]): string {
-  let out = text
-  for (const { start, end } of ranges) out = out.slice(0, start) + out.slice(start, end).replace(/[^\n]/g, ' ') + out.slice(end)
-  return out
-}
-
-/** The 1-based line of an offset of a text. */
-export const lineAt = (text: string, offset: number): number => text.slice(0, offset).split('\n').length
-
 export interface Heading {
-  /** 1-based. */
+  /** 1-based: its first line. */
   line: number
   level: number
-  /** As written, markup included: ``The `edge` option``. */
+  /** As a reader sees it: ``The `edge` option`` is `The edge option`. */
   text: string
 }
 
-const ATX = /^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$/
-const SETEXT = /^ {0,3}(=+|-+)[ \t]*$/
-/** A line that cannot be (the start of) a paragraph a setext underline makes a heading: blank, a list item, a quote, a table, a tag, indented code. */
-const NOT_PARAGRAPH = /^(?:\s*$| {0,3}(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)| {0,3}[>#|<]| {4})/
+/** The headings of a document, ATX and setext, in any container, in order. */
+export const headings = (markdown: string): Heading[] => located(markdown)
+  .filter(({ node }) => node.type === 'heading')
+  .map(({ node, line }) => ({ line, level: node.level, text: plainText(node) }))
 
-/** The paragraph that ends just above line `i`, when it is one: its text, lines joined by a space. */
-function paragraphAbove (lines: string[], i: number): string | undefined {
-  let start = i
-  const ends = (line: string): boolean => /^\s*$/.test(line) || SETEXT.test(line) || ATX.test(line)
-  while (start > 0 && !ends(lines[start - 1] as string)) start--
-  const text = lines.slice(start, i)
-  if (text.length === 0 || text.some((line) => NOT_PARAGRAPH.test(line))) return undefined
-  return text.map((line) => line.trim()).join(' ')
-}
+/** The HTML of a document: its HTML blocks and inline tags, with their lines. */
+export const html = (markdown: string): Located[] => located(markdown)
+  .filter(({ node }) => node.type === 'html_block' || node.type === 'html_inline')
 
-/** The headings of a document, outside fenced blocks and HTML comments, in order. */
-export function headings (markdown: string): Heading[] {
-  const outside = outsideFences(markdown.split('\n')).join('\n')
-  const lines = blank(outside, spans(outside).comments).split('\n')
-  const found: Heading[] = []
-  lines.forEach((line, i) => {
-    const atx = ATX.exec(line)
-    if (atx !== null) { found.push({ line: i + 1, level: atx[1]?.length ?? 1, text: atx[2] ?? '' }); return }
-    const underline = SETEXT.exec(line)
-    const text = underline === null ? undefined : paragraphAbove(lines, i)
-    if (text !== undefined) found.push({ line: i, level: underline?.[1]?.startsWith('=') === true ? 1 : 2, text })
-  })
-  return found
-}
+/**
+ * HTML with its comments made spaces (newlines kept, so offsets and lines stay):
+ * `<!-->`, `<!--->` and `<!--` … `-->`, as the HTML standard ends them; one never
+ * closed runs to the end.
+ */
+export const withoutComments = (text: string): string =>
+  text.replace(/<!--(?:>|->|[\s\S]*?(?:-->|$))/g, (comment) => comment.replace(/[^\n]/g, ' '))

@@ -1,8 +1,9 @@
 /**
  * The TypeScript blocks of a user document (README.md, MIGRATING.md, docs/**.md),
- * tried as a user pastes them. A TypeScript block is a fenced block (markdown.ts
- * pairs the fences of every language) whose info string starts with `ts`,
- * `typescript`, `mts` or `cts`, in any case, whatever follows (`ts title="app.ts"`):
+ * tried as a user pastes them. A TypeScript block is a fenced code block in any
+ * container (markdown.ts reads the document as CommonMark) whose info string
+ * starts with `ts`, `typescript`, `mts` or `cts`, in any case, whatever follows
+ * (`ts title="app.ts"`):
  *
  * - every block type-checks as pasted, with the repository's TypeScript and
  *   compiler options (`strict` and more, as `tsc --init` sets them; unused names
@@ -12,12 +13,12 @@
  *   redis-server, for a block that uses ioredis), its `app` is closed, and the
  *   process exits by itself with nothing on stderr.
  *
- * A block that is deliberately partial is marked on the line before its fence with
- * exactly `<!-- readme-test: compile-only -->` (type-checked, not run) or
+ * A block that is deliberately partial is marked by the HTML block just before its
+ * fence, exactly `<!-- readme-test: compile-only -->` (type-checked, not run) or
  * `<!-- readme-test: skip -->` (not checked; blocks.test.ts allows none). What
- * cannot be checked is refused, never passed over: a `tsx` block, a ts fence
- * in a block quote or indented 4 spaces or more, a `readme-test` comment that is
- * not exactly a marker before a ts fence.
+ * cannot be checked is refused, never passed over: a `tsx` block, a ts fence that
+ * GitHub shows as text (in an indented code block, or in an HTML block), a
+ * `readme-test` comment that is not exactly a marker before a ts fence.
  */
 import type { Test } from 'tap'
 import ts from 'typescript'
@@ -28,7 +29,7 @@ import { pathToFileURL } from 'node:url'
 import { freePort, requireRedis, startRedis } from '../redis-server.js'
 import { untracedEnv } from '../child-env.js'
 import { ROOT } from './documents.js'
-import { fences, headings, outsideFences, strayFences } from './markdown.js'
+import { codeBlocks, headings, html, newlines, withoutComments, type CodeBlock } from './markdown.js'
 
 export const SECRET = 'readme-test-secret-0123456789'
 
@@ -76,39 +77,62 @@ function sectionAt (markdown: string): (line: number) => string {
   return (line) => all.findLast((heading) => heading.line < line)?.text ?? ''
 }
 
+/** A line that reads as a fence, and its language. */
+const FENCE_LINE = /^[ \t]*(?:`{3,}|~{3,})[ \t]*([^\s`]*)/
+
+/**
+ * The lines that read as a TypeScript fence but open none, GitHub showing them as
+ * text: in an indented code block, or in an HTML block (`<details>` with no blank
+ * line after it) outside its comments.
+ */
+function strayFences (markdown: string, blocks: CodeBlock[]): number[] {
+  const texts = [
+    ...blocks.filter((block) => block.info === undefined).map(({ line, content }) => ({ line, text: content })),
+    ...html(markdown).filter(({ node }) => node.type === 'html_block')
+      .map(({ node, line }) => ({ line, text: withoutComments(node.literal ?? '') }))
+  ]
+  return texts.flatMap(({ line, text }) => text.split('\n').flatMap((one, i) => {
+    const fence = FENCE_LINE.exec(one)
+    return fence !== null && isTypeScript(fence[1] ?? '') ? [line + i] : []
+  }))
+}
+
+/** The `readme-test` comments of a document that are not markers (those at `markers`), each as its line. */
+const strayMarkers = (markdown: string, markers: Set<number>): number[] => html(markdown).flatMap(({ node, line }) => {
+  const at = /<!--\s*readme-test/.exec(node.literal ?? '')
+  return at === null || markers.has(line) ? [] : [line + newlines((node.literal ?? '').slice(0, at.index))]
+})
+
 /** Every TypeScript block of a markdown text, with the mode its marker (if any) gives it; written as `<out>/<prefix>-line-<n>.<ext>`. */
 export function snippets (markdown: string, out: string, prefix: string, document = `${prefix}.md`): Found {
-  const lines = markdown.split('\n')
   const section = sectionAt(markdown)
   const found: Found = { blocks: [], refused: [] }
   const refuse = (line: number, why: string): void => { found.refused.push(`${document}:${line}: ${why}`) }
   const markers = new Set<number>()
-  for (const fence of fences(lines)) {
-    const marked = lines.slice(0, fence.open).findLastIndex((l) => l.trim() !== '')
-    const marker = MARKER.exec(lines[marked] ?? '')
-    if (marker !== null) markers.add(marked)
-    if (!isTypeScript(fence.info)) {
-      if (marker !== null) refuse(marked + 1, `a marker before a ${fence.language || 'plain'} block: markers are for ts blocks`)
+  const blocks = codeBlocks(markdown)
+  for (const block of blocks) {
+    const marker = MARKER.exec(block.before?.node.literal ?? '')
+    if (marker !== null && block.before !== undefined) markers.add(block.before.line)
+    if (!isTypeScript(block.info ?? '')) {
+      if (marker !== null) refuse(block.before?.line ?? block.line, `a marker before a ${block.language || 'plain'} block: markers are for ts blocks`)
       continue
     }
-    const extension = EXTENSIONS.get(languageOf(fence.info))
-    if (extension === undefined) { refuse(fence.open + 1, UNCHECKABLE.get(languageOf(fence.info)) ?? ''); continue }
+    const extension = EXTENSIONS.get(languageOf(block.info ?? ''))
+    if (extension === undefined) { refuse(block.line, UNCHECKABLE.get(languageOf(block.info ?? '')) ?? ''); continue }
     found.blocks.push({
       document,
-      line: fence.open + 1,
-      section: section(fence.open + 1),
-      code: fence.content.join('\n'),
+      line: block.line,
+      section: section(block.line),
+      code: block.content,
       mode: (marker?.[1] as Snippet['mode'] | undefined) ?? 'run',
-      file: join(out, `${prefix}-line-${fence.open + 1}${extension}`)
+      file: join(out, `${prefix}-line-${block.line}${extension}`)
     })
   }
-  outsideFences(lines).forEach((line, i) => {
-    if (/<!--\s*readme-test/.test(line) && !markers.has(i)) {
-      refuse(i + 1, 'not a marker: <!-- readme-test: compile-only --> (or skip), alone on the line before a ts fence')
-    }
-  })
-  for (const stray of strayFences(lines).filter(({ language }) => isTypeScript(language))) {
-    refuse(stray.line, 'a ts fence in a block quote, or indented 4 spaces or more: not read as a block here; unindent it')
+  for (const line of strayMarkers(markdown, markers)) {
+    refuse(line, 'not a marker: <!-- readme-test: compile-only --> (or skip), alone on the line before a ts fence')
+  }
+  for (const line of strayFences(markdown, blocks)) {
+    refuse(line, 'a ts fence in an indented code block or an HTML block: GitHub shows it as text; unindent it, or leave a blank line after the tag')
   }
   return found
 }
