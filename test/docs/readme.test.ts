@@ -120,7 +120,7 @@ function fastestRefill (headers: Headers): number {
     return Math.max(0, ...rates)
   }
   const [limit, remaining, reset] = ['limit', 'remaining', 'reset'].map((name) => headers.get(`x-ratelimit-${name}`) ?? headers.get(`ratelimit-${name}`))
-  if (limit == null || remaining == null || reset == null) return 0
+  if (limit === null || remaining === null || reset === null) return 0
   const missing = Number(limit) + 1 - Number(remaining)
   return Number(reset) > 1 ? missing / (Number(reset) - 1) : missing
 }
