@@ -248,7 +248,9 @@ async function pasteTwice (t: Test, name: string, again?: RegExp): Promise<void>
   const first = await runLines(lines, new Map())
   checkLines(t, first)
   // examples.test.ts leaves these examples to this file: that they limit over real HTTP is checked here.
-  t.ok(first.some(({ statuses }) => statuses.includes(429)), 'the limit answers 429 on some line')
+  // On a busy machine a bucket refilling 5/s can outpace a line's requests: then a measured refill explains each 200.
+  const explained = first.some(({ expected, statuses, refills }) => expected?.includes('429') === true && refillsNeeded(expected, statuses) <= refills)
+  t.ok(first.some(({ statuses }) => statuses.includes(429)) || explained, 'the limit answers 429 on some line (or a refill meanwhile explains why not)')
   if (again === undefined) return
   const second = (await runLines(lines, new Map())).filter(({ line }) => again.test(line))
   t.ok(second.length > 0, 'lines checked again')
