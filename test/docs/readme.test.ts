@@ -95,13 +95,12 @@ function refillsNeeded (expected: string, statuses: number[]): number {
   const best = (i: number, j: number): number => {
     const item = items[j]
     if (item === undefined) return i === statuses.length ? 0 : Infinity
-    const key = `${i} ${j}`
-    let found = memo.get(key)
+    let found = memo.get(`${i} ${j}`)
     if (found !== undefined) return found
     const here = i < statuses.length ? cost(statuses[i] as number, item.code) : Infinity
     const next = here === Infinity ? Infinity : here + (item.more ? best(i + 1, j) : best(i + 1, j + 1))
     found = item.more ? Math.min(best(i, j + 1), next) : next
-    memo.set(key, found)
+    memo.set(`${i} ${j}`, found)
     return found
   }
   return best(0, 0)
@@ -125,7 +124,7 @@ function fastestRefill (headers: Headers): number {
   return Number(reset) > 1 ? missing / (Number(reset) - 1) : missing
 }
 
-/** Whether statuses match an expectation exactly (no refill). */
+/** Whether statuses match an expectation exactly. */
 const meets = (expected: string, statuses: number[]): boolean => refillsNeeded(expected, statuses) === 0
 
 /** Shell words, with `$NAME` expanded outside single quotes. */
