@@ -34,6 +34,8 @@ async function replicaOn (t: Test, group: SentinelGroup, clientOptions: ClientOp
   await app.register(tollgate, { store, edge })
   app.get('/', async () => 'ok')
   await app.ready()
+  // ready() waits connectWaitMs at most: a busy machine can take longer to ask a sentinel and connect.
+  if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve))
   return { app, store }
 }
 
