@@ -125,7 +125,8 @@ async function failoverUnderLoad (group: SentinelGroup, replicas: Replica[], los
 async function checkFailover (t: Test, replicas: Replica[], failover: Failover, loss: Loss): Promise<number> {
   const { oldPort, newPort, promotedMs, writesMs, samples, lagMs } = failover
   const slowest = Math.max(...samples.map((sample) => sample.ms))
-  const before = samples.filter((sample) => sample.at < 0)
+  // Answered before the loss: on a busy machine a request sent just before it can be answered after it, locally.
+  const before = samples.filter((sample) => sample.at + sample.ms < 0)
   const local = samples.filter((sample) => sample.at > 0 && !sample.shared)
   t.comment(`${loss}: sentinels promoted ${newPort} (was ${oldPort}) after ${promotedMs.toFixed(0)} ms; both replicas write to it after ${writesMs.toFixed(0)} ms; ${samples.length} answers, ${local.length} from the local share, slowest ${slowest.toFixed(1)} ms; the stores ${replicas.map(({ store }) => store.state).join(', ')}`)
   t.ok(before.length >= 20 && before.every((sample) => sample.shared), `before: ${before.length} answers, all from Redis`)
