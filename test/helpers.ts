@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { Writable } from 'node:stream'
+import { monitorEventLoopDelay } from 'node:perf_hooks'
 import Fastify, { type FastifyInstance, type FastifyServerOptions, type InjectOptions } from 'fastify'
 import jwt from '@fastify/jwt'
 import type { Test } from 'tap'
@@ -138,4 +139,14 @@ export async function failure (run: () => unknown): Promise<{ code: unknown, mes
     return { code, message }
   }
   return { code: 'none', message: 'nothing was thrown' }
+}
+
+/**
+ * How late this process's event loop ran from now until `stop()`: the longest delay seen, in ms (10 ms
+ * resolution). On a busy machine the process waits for a core, and every timer and reply is that late too.
+ */
+export function eventLoopLag (): { stop: () => number } {
+  const histogram = monitorEventLoopDelay({ resolution: 10 })
+  histogram.enable()
+  return { stop: () => { histogram.disable(); return histogram.max / 1e6 } }
 }

@@ -67,6 +67,23 @@ export async function freePort (): Promise<number> {
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
+/**
+ * The store's `timeoutMs` for tests about what Redis decides, not about the
+ * timeout: 5 s instead of the default 50 ms. On a busy machine (load 10–15 on
+ * 2 cores) a reply can be held up for hundreds of ms, and a 50 ms wait would turn
+ * Redis's decision into a `failMode` one (a local share, an uncounted answer).
+ */
+export const PATIENT_TIMEOUT_MS = 5000
+
+/**
+ * The slowest answer a store with `timeoutMs` allows while Redis is down or silent, given `lagMs`, the event
+ * loop's longest delay meanwhile (eventLoopLag in helpers.ts). A call fails `timeoutMs` to 2 × `timeoutMs` after
+ * it was sent (lib/stores/redis/bounded-wait.ts). On a busy machine each of a request's three stretches (up to the
+ * call, the timer's firing, after the answer) can wait for a core as long as the loop's longest delay; 50 ms for
+ * Fastify and inject themselves. On a quiet machine about 2 × `timeoutMs` + 100 ms.
+ */
+export const answerBound = (timeoutMs: number, lagMs: number): number => 2 * timeoutMs + 3 * lagMs + 50
+
 /** A redis-server that exited before it answered: usually its port was taken after `freePort` found it free. */
 class ExitedBeforeReady extends Error {}
 

@@ -52,8 +52,14 @@ t.test('README: the examples table names every example (the frl-* ones are in MI
 
 // ------------------------------------------------------------ example banners
 
-/** What one banner line gave, and what its comment says it gives. */
-interface LineResult { line: string, statuses: number[], expected: string | undefined }
+/**
+ * What one banner line gave, and what its comment says it gives; `refills`: how many
+ * tokens its buckets can have refilled since the paste began, when its last answer came.
+ */
+interface LineResult { line: string, statuses: number[], expected: string | undefined, refills: number }
+
+/** One answer: its status, and its fastest refill (tokens a second) that `RateLimit-Policy` shows. */
+interface Sent { status: number, perSecond: number }
 
 /** The lines an example prints under "Try it:", without their indent; a blank line separates steps. */
 function tryIt (banner: string): string[][] {
@@ -76,17 +82,50 @@ function expectation (comment: string): string | undefined {
   return /^((?:\d{3}|…)(?: (?:\d{3}|…))*)(?=$|[:,])/.exec(comment)?.[1]
 }
 
-/** Whether statuses match an expectation such as `200 200 429` or `200 … 429 …`. */
-function meets (expected: string, statuses: number[]): boolean {
-  let pattern = ''
-  let previous = ''
-  for (const token of expected.split(' ')) {
-    if (token === '…') pattern += `(?: ${previous})*`
-    else pattern += `${pattern === '' ? '' : ' '}${token}`
-    previous = token === '…' ? previous : token
+/**
+ * How many of `statuses` must be 200s in place of the expectation's 429s for them to match it
+ * (`200 200 429`, or `200 … 429 …`: `…` the code before it, any number of times more): what
+ * tokens refilled while a line ran can explain. Infinity when no such change makes them match.
+ */
+function refillsNeeded (expected: string, statuses: number[]): number {
+  const items: Array<{ code: number, more: boolean }> = []
+  for (const token of expected.split(' ')) items.push(token === '…' ? { code: items.at(-1)?.code ?? NaN, more: true } : { code: Number(token), more: false })
+  const cost = (got: number, code: number): number => got === code ? 0 : got === 200 && code === 429 ? 1 : Infinity
+  const memo = new Map<string, number>()
+  const best = (i: number, j: number): number => {
+    const item = items[j]
+    if (item === undefined) return i === statuses.length ? 0 : Infinity
+    let found = memo.get(`${i} ${j}`)
+    if (found !== undefined) return found
+    const here = i < statuses.length ? cost(statuses[i] as number, item.code) : Infinity
+    const next = here === Infinity ? Infinity : here + (item.more ? best(i + 1, j) : best(i + 1, j + 1))
+    found = item.more ? Math.min(best(i, j + 1), next) : next
+    memo.set(`${i} ${j}`, found)
+    return found
   }
-  return new RegExp(`^${pattern}$`).test(statuses.join(' '))
+  return best(0, 0)
 }
+
+/**
+ * The fastest refill an answer's headers allow, in tokens a second, at most. `RateLimit-Policy`: `w` is
+ * the capacity's refill time rounded up (lib/output/headers.ts), so each member refills under q / (w − 1)
+ * (with `w=1`: q). The legacy and draft-03 trio shows one bucket: its `reset`, the seconds until full rounded
+ * up, is over its missing tokens (under limit + 1 − remaining) / refill, less one. 0 without these headers.
+ */
+function fastestRefill (headers: Headers): number {
+  const policy = headers.get('ratelimit-policy')
+  if (policy !== null) {
+    const rates = [...policy.matchAll(/;q=(\d+);w=(\d+)/g)].map(([, q, w]) => Number(w) > 1 ? Number(q) / (Number(w) - 1) : Number(q))
+    return Math.max(0, ...rates)
+  }
+  const [limit, remaining, reset] = ['limit', 'remaining', 'reset'].map((name) => headers.get(`x-ratelimit-${name}`) ?? headers.get(`ratelimit-${name}`))
+  if (limit === null || remaining === null || reset === null) return 0
+  const missing = Number(limit) + 1 - Number(remaining)
+  return Number(reset) > 1 ? missing / (Number(reset) - 1) : missing
+}
+
+/** Whether statuses match an expectation exactly. */
+const meets = (expected: string, statuses: number[]): boolean => refillsNeeded(expected, statuses) === 0
 
 /** Shell words, with `$NAME` expanded outside single quotes. */
 function words (text: string, vars: Map<string, string>): string[] {
@@ -94,8 +133,8 @@ function words (text: string, vars: Map<string, string>): string[] {
   return [...text.matchAll(/'([^']*)'|"([^"]*)"|(\S+)/g)].map(([, single, double, bare]) => single ?? expand(double ?? bare ?? ''))
 }
 
-/** One `curl` command, sent with fetch; returns the status. */
-async function curl (command: string, vars: Map<string, string>): Promise<number> {
+/** One `curl` command, sent with fetch. */
+async function curl (command: string, vars: Map<string, string>): Promise<Sent> {
   const args = words(command, vars).slice(1)
   let url: string | undefined
   let method = 'GET'
@@ -114,12 +153,18 @@ async function curl (command: string, vars: Map<string, string>): Promise<number
   if (url === undefined) throw new Error(`no URL in ${command}`)
   const response = await fetch(url, { method, headers })
   await response.arrayBuffer()
-  return response.status
+  return { status: response.status, perSecond: fastestRefill(response.headers) }
 }
 
-/** Runs a step's lines in order, as bash would (the forms the banners use); returns what each request line gave. */
+/**
+ * Runs a step's lines in order, as bash would (the forms the banners use); returns what each request line gave.
+ * The example's buckets are full when the paste begins (a fresh example, or buckets an earlier paste did not
+ * spend); by a line's last answer, each can have refilled at most its rate × the seconds since (B + R·t), and
+ * the printed statuses assume none of it.
+ */
 async function runLines (lines: string[], vars: Map<string, string>): Promise<LineResult[]> {
   const results: LineResult[] = []
+  const began = performance.now()
   for (const line of lines) {
     if (line.trimStart().startsWith('#')) continue
     const [, command = '', comment = ''] = /^(.*?)(?:; echo)?(?:\s+#\s(.*))?$/.exec(line) ?? []
@@ -132,30 +177,35 @@ async function runLines (lines: string[], vars: Map<string, string>): Promise<Li
       vars.set(token[1] as string, value)
       continue
     }
-    const statuses: number[] = []
+    const sent: Sent[] = []
     if (loop !== null) {
       const [, name = '', list = '', body = ''] = loop
       const seq = /^\$\(seq (\d+)\)$/.exec(list)
       const items = seq === null ? words(list, vars) : Array.from({ length: Number(seq[1]) }, (_, i) => String(i + 1))
       for (const item of items) {
         vars.set(name, item)
-        statuses.push(await curl(body, vars))
+        sent.push(await curl(body, vars))
       }
     } else if (command.startsWith('curl ')) {
-      statuses.push(await curl(command, vars))
+      sent.push(await curl(command, vars))
     } else {
       throw new Error(`a banner line this test does not know how to run: ${line}`)
     }
-    results.push({ line, statuses, expected: expectation(comment) })
+    const refills = Math.floor(Math.max(0, ...sent.map((answer) => answer.perSecond)) * (performance.now() - began) / 1000)
+    results.push({ line, statuses: sent.map((answer) => answer.status), expected: expectation(comment), refills })
   }
   return results
 }
 
 function checkLines (t: Test, results: LineResult[]): void {
   t.ok(results.length > 0, 'lines that send requests')
-  for (const { line, statuses, expected } of results) {
+  for (const { line, statuses, expected, refills } of results) {
     if (expected === undefined) t.fail(`prints the statuses it gives: ${line}`)
-    else t.ok(meets(expected, statuses), `prints ${expected}, gives ${statuses.join(' ')}: ${line}`)
+    else {
+      // On a busy machine a paste takes seconds: a 200 in place of a printed 429 is what a refill meanwhile explains.
+      const needed = refillsNeeded(expected, statuses)
+      t.ok(needed <= refills, `prints ${expected}, gives ${statuses.join(' ')}${needed > 0 ? ` (${needed} refilled, up to ${refills} could)` : ''}: ${line}`)
+    }
   }
 }
 
@@ -170,6 +220,17 @@ t.test('the expectation grammar of the banners', async (t) => {
   t.ok(meets('200 … 429 …', [200, 429]))
   t.notOk(meets('200 … 429 …', [429, 429]))
   t.notOk(meets('200 … 429 …', [200, 429, 200]))
+  t.equal(refillsNeeded('200 … 429 …', [200, 429, 200, 429]), 1, 'a 200 after a 429: one refill')
+  t.equal(refillsNeeded('200 200 429', [200, 200, 200]), 1)
+  t.equal(refillsNeeded('200 200 429', [200, 429, 429]), Infinity, 'a refill never refuses')
+  t.equal(refillsNeeded('200 200 429', [200, 200]), Infinity)
+  const refill = (headers: Record<string, string>): number => fastestRefill(new Headers(headers))
+  t.equal(refill({ 'ratelimit-policy': '"edge";q=10;w=5, "app";q=20;w=4' }), 20 / 3, 'the fastest member, w rounded up')
+  t.equal(refill({ 'ratelimit-policy': '"edge";q=5;w=1' }), 5)
+  t.equal(refill({ 'ratelimit-policy': '"edge";q=5' }), 0, 'no refill')
+  t.equal(refill({ 'x-ratelimit-limit': '100', 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': '60' }), 101 / 59, '100 a minute')
+  t.equal(refill({ 'ratelimit-limit': '5', 'ratelimit-remaining': '4', 'ratelimit-reset': '1' }), 2)
+  t.equal(refill({}), 0)
 })
 
 /**
@@ -186,7 +247,9 @@ async function pasteTwice (t: Test, name: string, again?: RegExp): Promise<void>
   const first = await runLines(lines, new Map())
   checkLines(t, first)
   // examples.test.ts leaves these examples to this file: that they limit over real HTTP is checked here.
-  t.ok(first.some(({ statuses }) => statuses.includes(429)), 'the limit answers 429 on some line')
+  // On a busy machine a bucket refilling 5/s can outpace a line's requests: then a measured refill explains each 200.
+  const explained = first.some(({ expected, statuses, refills }) => expected?.includes('429') === true && refillsNeeded(expected, statuses) <= refills)
+  t.ok(first.some(({ statuses }) => statuses.includes(429)) || explained, 'the limit answers 429 on some line (or a refill meanwhile explains why not)')
   if (again === undefined) return
   const second = (await runLines(lines, new Map())).filter(({ line }) => again.test(line))
   t.ok(second.length > 0, 'lines checked again')

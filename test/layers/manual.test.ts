@@ -15,10 +15,7 @@ import tollgate, {
 } from '../../lib/index.js'
 import { parseReading } from '../../lib/stores/redis/bucket-script.js'
 import { buildApp, buildAppOn, manualClock, statuses } from '../helpers.js'
-import { commandCalls, freePort, requireRedis, startCluster, startRedis } from '../redis-server.js'
-
-/** Redis's answers within a second (the default is 50 ms): a busy machine must not turn these exact counts into a failover. */
-const SLOW_MACHINE_MS = 1000
+import { commandCalls, freePort, PATIENT_TIMEOUT_MS, requireRedis, startCluster, startRedis } from '../redis-server.js'
 
 const FIVE: BucketPolicy = { capacity: 5, refillPerSecond: 1 }
 
@@ -331,7 +328,7 @@ if (requireRedis(t)) {
   t.test('Redis: peek, refund and reset as on memory', async (t) => {
     const server = await startRedis(t)
     const clock = manualClock(1_000_000)
-    await ownBucket(t, redisStore({ client: server.client(t), clock: clock.now, heartbeatIntervalMs: 0, timeoutMs: SLOW_MACHINE_MS }), clock)
+    await ownBucket(t, redisStore({ client: server.client(t), clock: clock.now, heartbeatIntervalMs: 0, timeoutMs: PATIENT_TIMEOUT_MS }), clock)
   })
 
   t.test('Redis: a refund sets the TTL of its time until full, deletes a full bucket, and creates none; the prefix and hash tag hold', async (t) => {
@@ -364,7 +361,7 @@ if (requireRedis(t)) {
     const client = server.client(t)
     const inspect = server.client(t)
     const clock = manualClock()
-    const store = redisStore({ client, clock: clock.now, heartbeatIntervalMs: 0, timeoutMs: SLOW_MACHINE_MS })
+    const store = redisStore({ client, clock: clock.now, heartbeatIntervalMs: 0, timeoutMs: PATIENT_TIMEOUT_MS })
     t.teardown(() => store.close())
     const policy = { capacity: 3, refillPerSecond: 0.001 }
     const login = [{ key: '{manual:login:alice}:manual', policy, cost: 1 }]
@@ -420,7 +417,7 @@ return 1`
   t.test('Redis through the plugin: the deny cache does not keep a cleared account refused', async (t) => {
     const server = await startRedis(t)
     const clock = manualClock()
-    const app = await buildAppOn(redisStore({ client: server.client(t), clock: clock.now, heartbeatIntervalMs: 0, timeoutMs: SLOW_MACHINE_MS }), { edge: { capacity: 100, refillPerSecond: 0 } })
+    const app = await buildAppOn(redisStore({ client: server.client(t), clock: clock.now, heartbeatIntervalMs: 0, timeoutMs: PATIENT_TIMEOUT_MS }), { edge: { capacity: 100, refillPerSecond: 0 } })
     const policy = { capacity: 2, refillPerSecond: 0.01 }
     app.post('/login/:account', async (request) => {
       const decision = await app.tollgate.consume(`login:${(request.params as { account: string }).account}`, policy)
@@ -500,7 +497,7 @@ return 1`
     const cluster = await startCluster(t)
     const client = new Cluster(cluster.ports.map((port) => ({ host: '127.0.0.1', port })))
     t.teardown(() => { client.disconnect() })
-    const store = redisStore({ client, prefix: 'c:', heartbeatIntervalMs: 0, timeoutMs: SLOW_MACHINE_MS })
+    const store = redisStore({ client, prefix: 'c:', heartbeatIntervalMs: 0, timeoutMs: PATIENT_TIMEOUT_MS })
     t.teardown(() => store.close())
     const app = Fastify()
     await app.register(tollgate, { store, edge: { capacity: 1, refillPerSecond: 1 }, app: { tiers: { default: { capacity: 5, refillPerSecond: 0 } } } })

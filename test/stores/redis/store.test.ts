@@ -3,14 +3,14 @@ import { Redis } from 'ioredis'
 import { redisStore } from '../../../lib/index.js'
 import { parseNumber } from '../../../lib/stores/redis/reply.js'
 import { manualClock, storeConformance } from '../../helpers.js'
-import { commandCalls, freePort, requireRedis, startRedis } from '../../redis-server.js'
+import { commandCalls, freePort, PATIENT_TIMEOUT_MS, requireRedis, startRedis } from '../../redis-server.js'
 
 if (requireRedis(t)) {
   t.test('the Lua script passes the conformance cases', async (t) => {
     const server = await startRedis(t)
     const client = server.client(t)
     const clock = manualClock()
-    const store = redisStore({ client, clock: clock.now, heartbeatIntervalMs: 0, denyCacheSize: 0 })
+    const store = redisStore({ client, clock: clock.now, heartbeatIntervalMs: 0, timeoutMs: PATIENT_TIMEOUT_MS, denyCacheSize: 0 })
     await storeConformance(t, store, clock.set, 'redis')
     await store.close()
   })
@@ -19,7 +19,7 @@ if (requireRedis(t)) {
     const server = await startRedis(t)
     const client = server.client(t)
     const inspect = server.client(t)
-    const store = redisStore({ client, heartbeatIntervalMs: 0 })
+    const store = redisStore({ client, heartbeatIntervalMs: 0, timeoutMs: PATIENT_TIMEOUT_MS })
     const policy = { capacity: 100, refillPerSecond: 0 }
     await store.consume([{ key: '{warm}:x', policy, cost: 1 }]) // loads the script
     const before = await commandCalls(inspect)
@@ -38,7 +38,7 @@ if (requireRedis(t)) {
   t.test('a batch over one key decides in order, exactly', async (t) => {
     const server = await startRedis(t)
     const client = server.client(t)
-    const store = redisStore({ client, heartbeatIntervalMs: 0, denyCacheSize: 0 })
+    const store = redisStore({ client, heartbeatIntervalMs: 0, timeoutMs: PATIENT_TIMEOUT_MS, denyCacheSize: 0 })
     const policy = { capacity: 7, refillPerSecond: 0 }
     const decisions = await Promise.all(Array.from({ length: 20 }, async () => store.consume([{ key: '{one}:k', policy, cost: 1 }])))
     t.same(decisions.map((d) => d.allowed), [...new Array<boolean>(7).fill(true), ...new Array<boolean>(13).fill(false)])
@@ -49,16 +49,20 @@ if (requireRedis(t)) {
   t.test('every key has a TTL (its time until full) and a hash tag; a full bucket is deleted', async (t) => {
     const server = await startRedis(t)
     const client = server.client(t)
-    const store = redisStore({ client, heartbeatIntervalMs: 0, neverFullTtlMs: 60_000 })
+    const store = redisStore({ client, heartbeatIntervalMs: 0, timeoutMs: PATIENT_TIMEOUT_MS, neverFullTtlMs: 60_000 })
+    const sent = performance.now()
     await store.consume([{ key: '{user:42}:app', policy: { capacity: 20, refillPerSecond: 5 }, cost: 10 }, { key: '{user:42}:route:POST /export', policy: { capacity: 3, refillPerSecond: 0.05 }, cost: 1 }])
     await store.consume([{ key: '{ip:1.2.3.4}:edge', policy: { capacity: 5, refillPerSecond: 0 }, cost: 1 }])
     await store.consume([{ key: '{ip:5.6.7.8}:edge', policy: { capacity: 5, refillPerSecond: 1 }, cost: 0 }])
     const keys = (await client.keys('tollgate:*')).sort()
     t.same(keys, ['tollgate:{ip:1.2.3.4}:edge', 'tollgate:{user:42}:app', 'tollgate:{user:42}:route:POST /export'], 'the full bucket (cost 0) was not written')
     const ttls = await Promise.all(keys.map((key) => client.pttl(key)))
-    t.ok(ttls[0] !== undefined && ttls[0] > 59_000 && ttls[0] <= 60_000, `refill 0: neverFullTtlMs (${ttls[0]})`)
-    t.ok(ttls[1] !== undefined && ttls[1] > 1900 && ttls[1] <= 2000, `10 of 20 at 5/s: full in 2 s (${ttls[1]})`)
-    t.ok(ttls[2] !== undefined && ttls[2] > 19_000 && ttls[2] <= 20_000, `1 of 3 at 0.05/s: full in 20 s (${ttls[2]})`)
+    // A TTL runs down from when the script set it: by at most the time since the first call was sent (+1: PTTL's rounding).
+    const since = Math.ceil(performance.now() - sent) + 1
+    const within = (ttl: number | undefined, full: number): boolean => ttl !== undefined && ttl > full - since && ttl <= full
+    t.ok(within(ttls[0], 60_000), `refill 0: neverFullTtlMs (${ttls[0]}, ${since} ms after the call)`)
+    t.ok(within(ttls[1], 2000), `10 of 20 at 5/s: full in 2 s (${ttls[1]}, ${since} ms after the call)`)
+    t.ok(within(ttls[2], 20_000), `1 of 3 at 0.05/s: full in 20 s (${ttls[2]}, ${since} ms after the call)`)
     for (const key of keys) t.match(key, /^tollgate:\{[^{}]+\}:/)
     await store.close()
   })
@@ -66,12 +70,16 @@ if (requireRedis(t)) {
   t.test('keys expire, and an expired bucket is a full one', async (t) => {
     const server = await startRedis(t)
     const client = server.client(t)
-    const store = redisStore({ client, heartbeatIntervalMs: 0, denyCacheSize: 0 })
-    const policy = { capacity: 1, refillPerSecond: 20 } // full again 50 ms after use
+    const store = redisStore({ client, heartbeatIntervalMs: 0, timeoutMs: PATIENT_TIMEOUT_MS, denyCacheSize: 0 })
+    const policy = { capacity: 1, refillPerSecond: 0.5 } // full again 2 s after use: its TTL
+    const sent = performance.now()
     t.equal((await store.consume([{ key: '{e}:k', policy, cost: 1 }])).allowed, true)
-    t.equal(await client.exists('tollgate:{e}:k'), 1)
-    await new Promise((resolve) => setTimeout(resolve, 120))
-    t.equal(await client.exists('tollgate:{e}:k'), 0, 'gone')
+    const ttl = await client.pttl('tollgate:{e}:k')
+    t.ok(ttl > 2000 - (performance.now() - sent) - 1 && ttl <= 2000, `it expires 2 s after the call (${ttl} ms left)`)
+    // Polled until gone: a busy machine reads late, never early (Redis's expiry, 2 s after the script ran).
+    while (await client.exists('tollgate:{e}:k') === 1 && performance.now() - sent < 10_000) await new Promise((resolve) => setTimeout(resolve, 50))
+    const gone = performance.now() - sent
+    t.ok(gone >= 1999 && gone < 10_000, `gone ${gone.toFixed(0)} ms after the call`)
     t.same((await store.consume([{ key: '{e}:k', policy, cost: 1 }])).allowed, true)
     await store.close()
   })
@@ -81,7 +89,7 @@ if (requireRedis(t)) {
     const client = server.client(t)
     const inspector = server.client(t)
     const clock = manualClock()
-    const store = redisStore({ client, clock: clock.now, heartbeatIntervalMs: 0 })
+    const store = redisStore({ client, clock: clock.now, heartbeatIntervalMs: 0, timeoutMs: PATIENT_TIMEOUT_MS })
     const policy = { capacity: 10, refillPerSecond: 1 }
     const both = (cost: number) => [{ key: '{d}:a', policy, cost }, { key: '{d}:b', policy, cost: 1 }]
     t.equal((await store.consume(both(8))).allowed, true) // a: 2 left
@@ -100,7 +108,7 @@ if (requireRedis(t)) {
     clock.set(3000)
     t.match(await store.consume(both(5)), { allowed: false, retryAfterMs: 3000 }, 'at the retry time, Redis decides again (a was spent meanwhile)')
     t.equal(await scriptCalls(), start + 3)
-    const small = redisStore({ client, clock: clock.now, heartbeatIntervalMs: 0, denyCacheSize: 2, prefix: 'small:' })
+    const small = redisStore({ client, clock: clock.now, heartbeatIntervalMs: 0, timeoutMs: PATIENT_TIMEOUT_MS, denyCacheSize: 2, prefix: 'small:' })
     for (const key of ['x', 'y', 'z']) {
       await small.consume([{ key: `{${key}}`, policy, cost: 10 }])
       await small.consume([{ key: `{${key}}`, policy, cost: 10 }])
@@ -113,7 +121,7 @@ if (requireRedis(t)) {
   t.test('the prefix option', async (t) => {
     const server = await startRedis(t)
     const client = server.client(t)
-    const store = redisStore({ client, prefix: 'api-v2:', heartbeatIntervalMs: 0 })
+    const store = redisStore({ client, prefix: 'api-v2:', heartbeatIntervalMs: 0, timeoutMs: PATIENT_TIMEOUT_MS })
     await store.consume([{ key: '{u:1}:app', policy: { capacity: 2, refillPerSecond: 1 }, cost: 1 }])
     t.same(await client.keys('api-v2:*'), ['api-v2:{u:1}:app'])
     await store.close()
@@ -123,7 +131,7 @@ if (requireRedis(t)) {
     const server = await startRedis(t)
     const client = server.client(t)
     const clock = manualClock()
-    const store = redisStore({ client, clock: clock.now, heartbeatIntervalMs: 0, denyCacheSize: 0 })
+    const store = redisStore({ client, clock: clock.now, heartbeatIntervalMs: 0, timeoutMs: PATIENT_TIMEOUT_MS, denyCacheSize: 0 })
     t.equal((store as unknown as { denials: unknown }).denials, undefined, 'denyCacheSize 0: no deny cache')
     const bucket = { key: '{w}:k', policy: { capacity: 10, refillPerSecond: 0 }, cost: 7 }
     t.equal((await store.consume([bucket])).allowed, true)
