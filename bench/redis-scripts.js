@@ -62,8 +62,8 @@ const FRL = /const lua = `([\s\S]*?)`/.exec(frlSource)[1]
 
 // The store's argument head: now '' (Redis TIME), never-full TTL, fixed-TTL flag '0'.
 const HEAD = ['', 86_400_000, '0']
-/** A bucket that stays present and never refuses: its key is read and written on every call. */
-const ROOMY = [1e9, 1]
+/** A bucket that stays present and never refuses (its TTL outlasts a run): its key is read and written on every call. */
+const ROOMY = [1e9, 0.001]
 /** A bucket of one token that refills 10 an hour: every call after a key's first refuses. */
 const FLOOD = [1, 10 / 3600]
 

@@ -26,6 +26,7 @@ if not stored and amount >= 0 then return fmt(capacity) end
 local left = available + amount
 -- a negative amount is a debt to put the bucket in (a penalty): at most that many tokens.
 if amount < 0 then left = math.min(available, amount) end
-writeState(k, left, capacity, rate)
+local leftText = fmt(left)
+writeState(k, left, leftText, capacity, rate)
 if not (left < capacity) then return fmt(capacity) end
-return fmt(left)
+return leftText
