@@ -15,7 +15,7 @@
 local op = ARGV[4]
 local k = KEYS[1]
 if op == 'reset' then return tostring(redis.call('DEL', k)) end
-local capacity, rate, amount = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local capacity, rate, amount = num(ARGV[5]), num(ARGV[6]), num(ARGV[7])
 local stored = readState(k)
 local available = levelAt(stored, capacity, rate, now)
 if op == 'peek' then

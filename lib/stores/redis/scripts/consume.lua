@@ -33,7 +33,7 @@ if keysInArgv > 0 then
 end
 -- Per policy p: its capacity at 2p − 1, its refill per second at 2p.
 local policies = {}
-for p = 1, 2 * num(ARGV[6]) do policies[p] = tonumber(ARGV[6 + p]) end
+for p = 1, 2 * num(ARGV[6]) do policies[p] = num(ARGV[6 + p]) end
 local arg = 7 + #policies
 local key = 1
 local out = {}
