@@ -188,7 +188,7 @@ try {
     process.stderr.write(`round ${round + 1}/${ROUNDS}\n`)
   }
   console.log(`redis-server ${version}; ${ROUNDS} rounds of ${CALLS} calls per shape; µs inside Redis per request (EVALSHA, its commands included)\n`)
-  const counted = instruments === undefined ? '' : ' instructions / request (median) |'
+  const counted = instruments === undefined ? '' : ' instructions / request, median (min–max) |'
   console.log(`| shape | scripts | µs / request (median) | min–max | commands / request | inner commands (µs per call, median) |${counted}`)
   console.log(`|---|---|---:|---:|---:|---|${instruments === undefined ? '' : '---:|'}`)
   for (const r of runs) {
@@ -196,7 +196,8 @@ try {
     const usecs = list.map((m) => m.usec)
     const names = Object.keys(list[0].inner)
     const inner = names.map((n) => `${n} ${fix(median(list.map((m) => m.inner[n] ?? NaN)))}`).join(', ')
-    const count = instruments === undefined ? '' : ` ${fix(median(list.map((m) => m.instructions)) / 1000, 1)}k |`
+    const counts = list.map((m) => m.instructions / 1000)
+    const count = instruments === undefined ? '' : ` ${fix(median(counts), 1)}k (${fix(Math.min(...counts), 1)}–${fix(Math.max(...counts), 1)}) |`
     console.log(`| ${r.name} | ${r.label} | ${fix(median(usecs))} | ${fix(Math.min(...usecs))}–${fix(Math.max(...usecs))} | ${fix(list[0].commands, 1)} | ${inner} |${count}`)
   }
 } finally {
