@@ -15,7 +15,7 @@
 local op = ARGV[4]
 local k = KEYS[1]
 if op == 'reset' then return tostring(redis.call('DEL', k)) end
-local capacity, rate, amount = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local capacity, rate, amount = num(ARGV[5]), num(ARGV[6]), num(ARGV[7])
 local stored = readState(k)
 local available = levelAt(stored, capacity, rate, now)
 if op == 'peek' then
@@ -26,6 +26,7 @@ if not stored and amount >= 0 then return fmt(capacity) end
 local left = available + amount
 -- a negative amount is a debt to put the bucket in (a penalty): at most that many tokens.
 if amount < 0 then left = math.min(available, amount) end
-writeState(k, left, capacity, rate)
+local leftText = fmt(left)
+writeState(k, left, leftText, capacity, rate)
 if not (left < capacity) then return fmt(capacity) end
-return fmt(left)
+return leftText

@@ -24,33 +24,34 @@
 -- (an absent bucket is a full one).
 -- A key decided several times in one call is read once and written once, at the
 -- end, with its last state: the same result as a GET and a SET per decision.
-local decisions = tonumber(ARGV[4])
-local keysInArgv = tonumber(ARGV[5])
+local decisions = num(ARGV[4])
+local keysInArgv = num(ARGV[5])
 local keys = KEYS
 if keysInArgv > 0 then
   keys = {}
   for i = 1, keysInArgv do keys[i] = ARGV[#ARGV - keysInArgv + i] end
 end
-local capacities, rates = {}, {}
-for p = 1, tonumber(ARGV[6]) do
-  capacities[p], rates[p] = tonumber(ARGV[5 + 2 * p]), tonumber(ARGV[6 + 2 * p])
-end
-local arg = 7 + 2 * #capacities
+-- Per policy p: its capacity at 2p − 1, its refill per second at 2p.
+local policies = {}
+for p = 1, 2 * num(ARGV[6]) do policies[p] = num(ARGV[6 + p]) end
+local arg = 7 + #policies
 local key = 1
 local out = {}
--- A key's state as this call left it ({tokens, last ms}, or false: absent, full),
--- so a key decided many times in one call is read once and written once, at the end.
-local seen, writes, order = {}, {}, {}
-local nowText = fmt(now)
+-- A key's state as this call left it ({tokens, last ms[, text to store]}, or false:
+-- absent, full), so a key decided many times in one call is read once and written
+-- once, at the end: `order` lists the keys to write, `pending` their TTL (0: delete).
+local seen, pending, order = {}, {}, {}
+-- Per bucket i of the decision at hand (reused by the next one): its tokens at
+-- 3i − 2, its policy's number at 3i − 1, its cost at 3i.
+local buckets = {}
 for _ = 1, decisions do
-  local count = tonumber(ARGV[arg])
+  local count = num(ARGV[arg])
   arg = arg + 1
-  local tokens, policies, costs = {}, {}, {}
   local allowed = true
   local retry = 0
   for i = 1, count do
-    local p = tonumber(ARGV[arg])
-    local capacity, rate, cost = capacities[p], rates[p], tonumber(ARGV[arg + 1])
+    local p, cost = num(ARGV[arg]), num(ARGV[arg + 1])
+    local capacity, rate = policies[2 * p - 1], policies[2 * p]
     arg = arg + 2
     local k = keys[key + i - 1]
     local stored = seen[k]
@@ -59,45 +60,45 @@ for _ = 1, decisions do
       seen[k] = stored
     end
     local available = levelAt(stored, capacity, rate, now)
-    tokens[i], policies[i], costs[i] = available, p, cost
+    buckets[3 * i - 2], buckets[3 * i - 1], buckets[3 * i] = available, p, cost
     if not enough(available, cost) then
       allowed = false
       local wait = retryWait(stored, available, capacity, rate, cost)
       if wait > retry then retry = wait end
     end
   end
-  local texts = {}
   if allowed then
-    retry = 0
+    out[#out + 1] = '1'
+    out[#out + 1] = '0'
     for i = 1, count do
-      local left = tokens[i] - costs[i]
-      tokens[i] = left
-      texts[i] = fmt(left)
-      local capacity, rate = capacities[policies[i]], rates[policies[i]]
-      local missing = capacity - left
-      local ttl
-      if missing <= 0 then ttl = 0
-      elseif rate == 0 then ttl = neverFullTtl
-      else ttl = math.ceil(missing * 1000 / rate) end
-      if fixedTtl then ttl = neverFullTtl end
-      if not (ttl < maxTtl) then ttl = maxTtl end -- inf and nan included
+      local left = buckets[3 * i - 2] - buckets[3 * i]
+      local text = fmt(left)
+      out[#out + 1] = text
+      local p = buckets[3 * i - 1]
+      local ttl = ttlFor(left, policies[2 * p - 1], policies[2 * p])
       local k = keys[key + i - 1]
-      if ttl <= 0 then seen[k] = false else seen[k] = { left, now } end
-      if writes[k] == nil then order[#order + 1] = k end
-      if ttl <= 0 then writes[k] = false else writes[k] = { texts[i] .. ' ' .. nowText, ttl } end
+      local state = seen[k]
+      if ttl <= 0 then
+        seen[k] = false
+      elseif state then
+        state[1], state[2], state[3] = left, now, text
+      else
+        seen[k] = { left, now, text }
+      end
+      if pending[k] == nil then order[#order + 1] = k end
+      pending[k] = ttl
     end
-  end
-  out[#out + 1] = allowed and '1' or '0'
-  out[#out + 1] = fmt(retry)
-  for i = 1, count do out[#out + 1] = texts[i] or fmt(tokens[i]) end
-  if not allowed then
+  else
+    out[#out + 1] = '0'
+    out[#out + 1] = fmt(retry)
+    for i = 1, count do out[#out + 1] = fmt(buckets[3 * i - 2]) end
     -- For the deny cache: each bucket's state as read, and its key's TTL (a pending write's, if any).
     out[#out + 1] = nowText
     for i = 1, count do
       local k = keys[key + i - 1]
       local stored = seen[k]
       if stored then
-        local ttl = writes[k] and writes[k][2] or redis.call('PTTL', k)
+        local ttl = pending[k] or redis.call('PTTL', k)
         if ttl < 0 then ttl = math.huge end
         out[#out + 1] = fmt(stored[1]) .. ' ' .. fmt(stored[2]) .. ' ' .. fmt(ttl)
       else
@@ -107,9 +108,8 @@ for _ = 1, decisions do
   end
   key = key + count
 end
--- The TTL goes as an integer string: redis.call would print a large number with an exponent.
 for _, k in ipairs(order) do
-  local write = writes[k]
-  if write then redis.call('SET', k, write[1], 'PX', string.format('%.0f', write[2])) else redis.call('DEL', k) end
+  local ttl = pending[k]
+  if ttl > 0 then redis.call('SET', k, seen[k][3] .. ' ' .. nowText, 'PX', string.format('%d', ttl)) else redis.call('DEL', k) end
 end
 return out

@@ -4,17 +4,42 @@
 -- The clock: the time `now` (ms) from ARGV[1] ('' = Redis `TIME`), and from
 -- ARGV[2] and ARGV[3] the TTL (ms) of a bucket that never refills and the flag
 -- '1' that gives every key that TTL (a test clock).
-local now
-if ARGV[1] == '' then
-  local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
-else
-  now = tonumber(ARGV[1])
+--
+-- The cost inside Redis sets the shapes below (npm run bench:redis-scripts
+-- --callgrind): each strtod and each '%.17g' (glibc's multi-precision
+-- printf) costs about as much as a Redis command called from the script, each
+-- table about a third of that.
+--
+-- num: the number a decimal text denotes, as tonumber gives it, for less: Lua 5.1's
+-- tonumber runs strtod twice (lua_isnumber, then lua_tonumber), arithmetic on
+-- the text once; '0' and '1', the most frequent arguments, need none. (A text
+-- that is no number fails the call, where tonumber would give nil.)
+local function num (text)
+  if text == '1' then return 1 end
+  if text == '0' then return 0 end
+  return text * 1
 end
-local neverFullTtl = tonumber(ARGV[2])
+local now, nowText
+if ARGV[1] == '' then
+  -- Whole µs divided once: the quotient is the double nearest "<seconds><ms>.<µs>",
+  -- so that text, made from integers, parses back to exactly `now`.
+  local time = redis.call('TIME')
+  local us = num(time[2])
+  local fraction = us % 1000
+  now = (num(time[1]) * 1e6 + us) / 1000
+  nowText = string.format('%s%03d.%03d', time[1], (us - fraction) / 1000, fraction)
+else
+  now = num(ARGV[1])
+end
 local fixedTtl = ARGV[3] == '1'
--- fmt: a number as a string that parses back exactly.
-local function fmt (x) return string.format('%.17g', x) end
+-- fmt: a number as a string that parses back exactly; a whole number below 2^53
+-- (but 0, which may be -0) as an integer, the same text as '%.17g' gives it.
+local exact = 2 ^ 53
+local function fmt (x)
+  if x % 1 == 0 and x < exact and x > -exact and x ~= 0 then return string.format('%d', x) end
+  return string.format('%.17g', x)
+end
+if not nowText then nowText = fmt(now) end
 -- The longest TTL, in ms. A longer time until full (a refill of a token per
 -- millennium) is forever in practice, and from about 1e17 ms SET ... PX fails,
 -- which would fail the whole call after some of its writes were made.
@@ -37,13 +62,13 @@ local function enough (available, needed)
   if not (slack < 0.1) then slack = 0.1 end
   return available >= needed - slack
 end
--- toNs: ms rounded to whole nanoseconds.
-local function toNs (ms) return math.floor(ms * 1e6 + 0.5) / 1e6 end
 -- retryWait (msUntil and retryWait): the ms until a bucket (stored, holding available
 -- at now) holds enough for wanted; in whole nanoseconds when it holds enough then,
 -- else nudged later past rounding until it does.
 local function retryWait (stored, available, capacity, rate, wanted)
   if enough(available, wanted) then return 0 end
+  -- toNs: ms rounded to whole nanoseconds (made here: a function costs at each call of the script).
+  local function toNs (ms) return math.floor(ms * 1e6 + 0.5) / 1e6 end
   if rate == 0 or not enough(capacity, wanted) then return math.huge end
   local wait = (wanted - available) * 1000 / rate
   local snapped = toNs(wait)
@@ -66,18 +91,28 @@ local function readState (k)
   local text = redis.call('GET', k)
   if not text then return false end
   local space = string.find(text, ' ', 1, true)
-  return { tonumber(string.sub(text, 1, space - 1)), tonumber(string.sub(text, space + 1)) }
+  return { num(string.sub(text, 1, space - 1)), num(string.sub(text, space + 1)) }
 end
--- Stores a bucket holding left tokens at now, with a TTL of its time until full; deletes it when full.
--- The TTL goes as an integer string: redis.call would print a large number with an exponent.
-local function writeState (k, left, capacity, rate)
+-- ttlFor: the TTL (ms) of a bucket holding left tokens: its time until full (at
+-- most maxTtl; 0 when full), or the never-full TTL (ARGV[2], read only when a
+-- bucket needs it). Stored with '%d': redis.call would print a large number
+-- with an exponent.
+local function ttlFor (left, capacity, rate)
+  local missing = capacity - left
+  local ttl
+  if missing <= 0 then ttl = 0
+  elseif rate == 0 then ttl = num(ARGV[2])
+  else ttl = math.ceil(missing * 1000 / rate) end
+  if fixedTtl then ttl = num(ARGV[2]) end
+  if not (ttl < maxTtl) then ttl = maxTtl end -- inf and nan included
+  return ttl
+end
+-- Stores a bucket holding left tokens (its text: leftText) at now, with a TTL of
+-- its time until full; deletes it when full.
+local function writeState (k, left, leftText, capacity, rate)
   if not (left < capacity) then
     redis.call('DEL', k)
     return
   end
-  local ttl
-  if rate == 0 then ttl = neverFullTtl else ttl = math.ceil((capacity - left) * 1000 / rate) end
-  if fixedTtl then ttl = neverFullTtl end
-  if not (ttl < maxTtl) then ttl = maxTtl end
-  redis.call('SET', k, fmt(left) .. ' ' .. fmt(now), 'PX', string.format('%.0f', ttl))
+  redis.call('SET', k, leftText .. ' ' .. nowText, 'PX', string.format('%d', ttlFor(left, capacity, rate)))
 end

@@ -15,15 +15,15 @@
 --       capacity, refill per second, tokens spent (negative: given back), tokens
 --       to reserve.
 -- Returns, per bucket, as strings: its tokens after the call, the tokens reserved.
-local count = tonumber(ARGV[4])
-local keysInArgv = tonumber(ARGV[5])
+local count = num(ARGV[4])
+local keysInArgv = num(ARGV[5])
 local noDebt = ARGV[6] == '1'
 local out = {}
 for i = 1, count do
   local k = KEYS[i]
   if keysInArgv > 0 then k = ARGV[#ARGV - keysInArgv + i] end
-  local capacity, rate = tonumber(ARGV[4 * i + 3]), tonumber(ARGV[4 * i + 4])
-  local spent, wanted = tonumber(ARGV[4 * i + 5]), tonumber(ARGV[4 * i + 6])
+  local capacity, rate = num(ARGV[4 * i + 3]), num(ARGV[4 * i + 4])
+  local spent, wanted = num(ARGV[4 * i + 5]), num(ARGV[4 * i + 6])
   local held = levelAt(readState(k), capacity, rate, now)
   local left = held - spent
   if noDebt and left < 0 then left = math.min(held, 0) end
@@ -31,8 +31,9 @@ for i = 1, count do
   local reserved = 0
   if wanted > 0 and left > 0 then reserved = math.min(wanted, left) end
   left = left - reserved
-  writeState(k, left, capacity, rate)
-  out[2 * i - 1] = fmt(left)
+  local leftText = fmt(left)
+  writeState(k, left, leftText, capacity, rate)
+  out[2 * i - 1] = leftText
   out[2 * i] = fmt(reserved)
 end
 return out
