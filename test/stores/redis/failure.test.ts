@@ -165,7 +165,8 @@ if (requireRedis(t)) {
 
   t.test('CLIENT PAUSE (a slow Redis): answers stay within the timeout', async (t) => {
     const server = await startRedis(t)
-    const { app, store } = await appOn(t, server, 'local')
+    // A quota no run spends: a quiet machine sends thousands of requests during the pause, past a local share of 10 000.
+    const { app, store } = await appOn(t, server, 'local', {}, { capacity: 1_000_000, refillPerSecond: 0 })
     const inspector = server.client(t)
     t.equal((await app.inject('/')).statusCode, 200)
     // Waves of requests for as long as Redis is surely paused (it began after `paused`): a busy machine can take
