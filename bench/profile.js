@@ -14,7 +14,7 @@
 // (callgrind's call costs; a recursive function counts its recursion twice).
 import { readFileSync, rmSync } from 'node:fs'
 import { parseArgs } from 'node:util'
-import { measure, NODE_FLAGS, k } from './instructions.js'
+import { measure, NODE_FLAGS, k, startRedis, stopRedis } from './instructions.js'
 
 /** JIT code ranges from V8's perf map: sorted [start, end, name]. */
 function perfMap (pid) {
@@ -129,8 +129,15 @@ const { values: options, positionals: [scenario, base] } = parseArgs({
   }
 })
 const settings = { connections: Number(options.connections), warmup: Number(options.warmup), measured: Number(options.measured), windows: Number(options.windows), keep: options.keep }
-const a = await profile(scenario, settings)
-const b = base === undefined ? undefined : await profile(base, settings)
+// Scenarios ending in :redis run against a private redis-server, as in bench/instructions.js.
+const redis = await startRedis([scenario, base])
+let a, b
+try {
+  a = await profile(scenario, { ...settings, redis })
+  b = base === undefined ? undefined : await profile(base, { ...settings, redis })
+} finally {
+  await stopRedis(redis)
+}
 const names = new Set([...a.costs.self.keys(), ...(b?.costs.self.keys() ?? [])])
 const per = (run, kind, name) => (run.costs[kind].get(name) ?? 0) / run.requests
 const rows = [...names].map((name) => {
