@@ -63,10 +63,16 @@ export function callScript (options: ScriptCallOptions, batch: readonly Pending[
   const fixedTtl = clock === undefined ? '0' : '1'
   const head = [now, argOf(neverFullTtlMs), fixedTtl, argOf(batch.length)]
   const count = argOf(policyNumbers.size)
-  const argv = cluster
-    ? ['1', keys[0] as string, ...head, argOf(keys.length), count].concat(policies, args, keys)
-    : [argOf(keys.length)].concat(keys, head, '0', count, policies, args)
-  return command.call(client, argv)
+  const argv = cluster ? ['1', keys[0] as string, ...head, argOf(keys.length), count] : [argOf(keys.length)]
+  if (!cluster) append(argv, keys).push(...head, '0', count)
+  append(append(argv, policies), args)
+  return command.call(client, cluster ? append(argv, keys) : argv)
+}
+
+/** Appends `items` to `to` (`concat` takes a slow path for these arrays); returns `to`. */
+function append (to: string[], items: readonly string[]): string[] {
+  for (let i = 0; i < items.length; i++) to.push(items[i] as string)
+  return to
 }
 
 /** The strings of the small counts and costs, made once. */
