@@ -90,16 +90,22 @@ export function argOf (value: number): string {
 /** The script's reply, one decision per entry of `batch` (layout in scripts/consume.lua). Throws on a reply it cannot read. */
 export function parseReply (reply: unknown, batch: readonly Pending[]): ScriptDecision[] {
   const values = reply as unknown[]
+  const decisions: ScriptDecision[] = []
   let at = 0
-  return batch.map(({ buckets }) => {
+  for (const { buckets } of batch) {
     const allowed = values[at] === '1'
     const retryAfterMs = parseNumber(values[at + 1])
-    const tokens = buckets.map((_bucket, i) => parseNumber(values[at + 2 + i]))
+    const tokens: number[] = []
+    for (let i = 0; i < buckets.length; i++) tokens.push(parseNumber(values[at + 2 + i]))
     at += 2 + buckets.length
     const decision = { allowed, tokens, retryAfterMs }
-    if (allowed) return { decision, refusal: undefined }
+    if (allowed) {
+      decisions.push({ decision, refusal: undefined })
+      continue
+    }
     const { refusal, next } = readRefusal(values, at, buckets.length)
     at = next
-    return { decision, refusal }
-  })
+    decisions.push({ decision, refusal })
+  }
+  return decisions
 }

@@ -172,14 +172,15 @@ export class RedisStore implements Store {
       const decisions = parseReply(reply, batch)
       this.calls.answered()
       const receivedMs = this.localClock()
-      batch.forEach((pending, i) => {
+      for (let i = 0; i < batch.length; i++) {
+        const pending = batch[i] as Pending
         const { decision, refusal } = decisions[i] as ScriptDecision
         // In Redis's order: a refusal's states are kept, an admission's forgotten.
         if (refusal === undefined) this.denials?.forget(pending.buckets)
         else this.denials?.remember(pending.buckets, refusal, sentMs, receivedMs)
-        this.fallback.decided(pending.buckets, decision.tokens)
+        this.fallback.decided(pending.buckets, decision.tokens, receivedMs)
         pending.resolve(decision)
-      })
+      }
       this.fallback.answered()
     } catch (error) {
       // A decision already given stays (a promise settles once); the others go by failMode.
@@ -217,7 +218,7 @@ export class RedisStore implements Store {
   async refund (bucket: BucketRequest): Promise<number> {
     this.fallback.refund(bucket)
     const tokens = parseNumber(await this.buckets.write('refund', bucket.key, bucket.policy, bucket.cost))
-    this.fallback.decided([bucket], [tokens])
+    this.fallback.decided([bucket], [tokens], this.localClock())
     return tokens
   }
 
