@@ -8,7 +8,7 @@ import type { StoreDecision } from '../../types/store.js'
 import type { Pending } from './batcher.js'
 import type { RedisClientLike, ScriptCall } from './client.js'
 import { readRefusal, type ScriptRefusal } from './deny-cache.js'
-import { parseNumber } from './reply.js'
+import { isOne, parseNumber } from './reply.js'
 
 /** What a call of the consume script (or the settle script) needs besides its batch. */
 export interface ScriptCallOptions {
@@ -93,7 +93,7 @@ export function parseReply (reply: unknown, batch: readonly Pending[]): ScriptDe
   const decisions: ScriptDecision[] = []
   let at = 0
   for (const { buckets } of batch) {
-    const allowed = values[at] === '1'
+    const allowed = isOne(values[at])
     const retryAfterMs = parseNumber(values[at + 1])
     const tokens: number[] = []
     for (let i = 0; i < buckets.length; i++) tokens.push(parseNumber(values[at + 2 + i]))

@@ -40,7 +40,7 @@
 import { consume, consumeOne, enough, msUntil, tokensAt } from '../../engine/bucket.js'
 import type { BucketDecision, BucketPolicy, BucketState } from '../../types/engine.js'
 import type { BucketRequest } from '../../types/store.js'
-import { parseNumber } from './reply.js'
+import { isEmpty, parseNumber } from './reply.js'
 
 /** What the script tells about a refusal, beyond the decision (see scripts/consume.lua). */
 export interface ScriptRefusal {
@@ -59,7 +59,7 @@ export function readRefusal (values: readonly unknown[], at: number, count: numb
   const buckets: ScriptRefusal['buckets'] = []
   for (let i = 0; i < count; i++) {
     const text = values[at + 1 + i]
-    if (text === '') {
+    if (isEmpty(text)) {
       buckets.push(undefined)
       continue
     }
