@@ -17,14 +17,18 @@
  *   fails only if no call on its connection (its Cluster node) was answered since
  *   it was last judged; otherwise it is judged again `timeoutMs` later.
  *
- * No timer per call: one per connection ticks every `timeoutMs` while calls wait
- * on it. A call is judged at every tick after the first one it waited through, so
- * a frozen Redis fails a call `timeoutMs` to 2 × `timeoutMs` after it was sent (if
- * the event loop is free), and while Redis keeps answering, a call waits for the
- * calls ahead of it on its connection, each allowed `timeoutMs` of Redis's silence.
+ * No timer per call: one per connection ticks every `timeoutMs` / 2 while calls
+ * wait on it, and a call fails at the second tick in a row, after the first one it
+ * waited through, with no call on its connection answered. So a frozen Redis fails
+ * a call `timeoutMs` to 1.5 × `timeoutMs` after it was sent (if the event loop is
+ * free), and while Redis keeps answering, a call waits for the calls ahead of it on
+ * its connection, each allowed `timeoutMs` of Redis's silence.
  * Only an answered call counts: a reply longer than one poll reads (thousands of
  * decisions of several buckets in one call) is not seen arriving.
  */
+
+/** Ticks in a `timeoutMs`: a call fails after this many in a row with no answer on its connection. */
+const QUIET_TICKS = 2
 
 /** One call being waited for: how it ends is told by `answered` or `failed`, or its timeout comes first. */
 export interface Watch {
@@ -48,8 +52,8 @@ interface Connection {
 class Watched implements Watch {
   /** Ended: answered, failed or timed out. */
   ended = false
-  /** Whether a tick came since it was sent (it is judged from the next one on). */
-  armed = false
+  /** Ticks in a row with no call on its connection answered; −1 until the first tick since it was sent. */
+  quiet = -1
   /** Its connection's answered count when it was sent, or when it was last judged. */
   seen: number
 
@@ -97,7 +101,7 @@ export class BoundedWait {
     if (connection.pending++ === 0) connection.timer?.ref()
     if (connection.timer === undefined) {
       const ticking = connection
-      connection.timer = setInterval(() => { setImmediate(() => { this.judge(ticking) }) }, this.timeoutMs)
+      connection.timer = setInterval(() => { setImmediate(() => { this.judge(ticking) }) }, Math.max(1, this.timeoutMs / QUIET_TICKS))
     }
     return watched
   }
@@ -115,8 +119,8 @@ export class BoundedWait {
 
   /**
    * One tick of `connection`, a poll for I/O after its timer: each call that waited
-   * through a tick before this one fails if no call on the connection was answered
-   * since it was last judged. The timer stops when no call waits (it is unref'd
+   * through a tick before fails at the `QUIET_TICKS`th in a row with no call on the
+   * connection answered. The timer stops when no call waits (it is unref'd
    * from the moment none does, so an idle connection holds no process open).
    */
   private judge (connection: Connection): void {
@@ -124,13 +128,14 @@ export class BoundedWait {
     const waiting: Watched[] = []
     for (const watched of connection.waiting) {
       if (watched.ended) continue
-      if (watched.armed && watched.seen === answered) {
+      if (watched.seen !== answered || watched.quiet < 0) {
+        watched.seen = answered
+        watched.quiet = 0
+      } else if (++watched.quiet >= QUIET_TICKS) {
         watched.end()
         watched.expired(new Error(`fastify-tollgate: Redis did not answer within ${this.timeoutMs} ms`))
         continue
       }
-      watched.armed = true
-      watched.seen = answered
       waiting.push(watched)
     }
     connection.waiting = waiting
