@@ -19,12 +19,12 @@ const redis = () => new Redis({ port: Number(redisPort), host: '127.0.0.1', enab
 
 async function build () {
   const app = Fastify({ logger: false })
-  const [name, layerSet, storeName] = scenario.split(':')
+  const [name, layerSet] = scenario.split(':')
   // `both-settle`, `flood-share`…: the layers, then the edge mode (`edge.mode`) after the dash;
   // `both-metrics`: both layers, with fastify-tollgate/metrics subscribed (its cost per request).
   const [layers, modeName] = (layerSet ?? '').split('-')
   const edgeMode = { undefined: 'exact', settle: 'settle', share: 'replica-share' }[modeName]
-  const useRedis = scenario.endsWith(':redis') // floor:redis has no layer set: storeName is undefined there
+  const useRedis = scenario.endsWith(':redis') // the store is the last part: floor:redis has no layer set
   const quota = layers === 'flood' ? FLOOD : ALL
   let client
   if (useRedis) {

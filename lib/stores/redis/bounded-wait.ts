@@ -112,7 +112,7 @@ export class BoundedWait {
       const watched = this.watch(node, reject)
       call.then(
         (value) => { if (watched.answered()) resolve(value) },
-        (error: unknown) => { if (watched.failed()) reject(error) }
+        (error: Error) => { if (watched.failed()) reject(error) }
       )
     })
   }
