@@ -55,7 +55,7 @@ import { join } from 'node:path'
 import { once } from 'node:events'
 import { parseArgs, promisify } from 'node:util'
 import { createConnection } from 'node:net'
-import { RedisServer, freePort } from '../build/test/redis-server.js'
+import { startOnFreePort, freePort } from '../build/test/redis-server.js'
 
 export const NODE_FLAGS = [
   '--single-threaded', // V8: no concurrent compiles, no background GC tasks
@@ -240,6 +240,22 @@ export async function measure (scenario, { connections, warmup, measured, window
   }
 }
 
+/**
+ * A private redis-server for the scenarios ending in :redis (undefined when there is
+ * none): `measure` takes it as `redis`; stop it with `stopRedis`.
+ */
+export async function startRedis (scenarios) {
+  if (!scenarios.some((s) => s?.endsWith(':redis'))) return undefined
+  const server = await startOnFreePort()
+  return { server, port: server.port, client: server.client() }
+}
+
+export async function stopRedis (redis) {
+  if (redis === undefined) return
+  redis.client.disconnect()
+  await redis.server.stop()
+}
+
 const sorted = (values) => [...values].sort((a, b) => a - b)
 export const median = (values) => {
   const s = sorted(values)
@@ -331,11 +347,7 @@ async function main () {
     allWindows: options['all-windows'],
     nodeFlags: options['node-flags'] === undefined ? NODE_FLAGS : options['node-flags'].split(/\s+/).filter(Boolean)
   }
-  let redis
-  if (scenarios.some((s) => s.endsWith(':redis'))) {
-    const server = await new RedisServer(await freePort()).start()
-    redis = { server, port: server.port, client: server.client() }
-  }
+  const redis = await startRedis(scenarios)
   const started = Date.now()
   const shapesOut = []
   try {
@@ -364,7 +376,7 @@ async function main () {
       process.stdout.write(`\n${connections} connection${connections === 1 ? '' : 's'}:\n\n${renderTable(rows)}`)
     }
   } finally {
-    if (redis !== undefined) { redis.client.disconnect(); await redis.server.stop() }
+    await stopRedis(redis)
   }
   if (options.out !== undefined) {
     const machine = { cpus: cpus().length, cpu: cpus()[0]?.model ?? 'unknown', node: process.version, date: new Date().toISOString().slice(0, 10) }

@@ -9,12 +9,13 @@
 // of which those where V8 compiled or deoptimized are left out,
 // --top N (40), --match REGEX (only functions whose name matches, e.g. dist/),
 // --callees REGEX (what the matching functions call, with the cost of each call),
+// --callers REGEX (what calls the matching functions, with the cost of each call),
 // --keep (leave the callgrind files and print where they are).
 // "self" counts the instructions in a function; "incl" adds what it calls
 // (callgrind's call costs; a recursive function counts its recursion twice).
 import { readFileSync, rmSync } from 'node:fs'
 import { parseArgs } from 'node:util'
-import { measure, NODE_FLAGS, k } from './instructions.js'
+import { measure, NODE_FLAGS, k, startRedis, stopRedis } from './instructions.js'
 
 /** JIT code ranges from V8's perf map: sorted [start, end, name]. */
 function perfMap (pid) {
@@ -125,12 +126,20 @@ const { values: options, positionals: [scenario, base] } = parseArgs({
     top: { type: 'string', default: '40' },
     match: { type: 'string' },
     callees: { type: 'string' },
+    callers: { type: 'string' },
     keep: { type: 'boolean', default: false }
   }
 })
 const settings = { connections: Number(options.connections), warmup: Number(options.warmup), measured: Number(options.measured), windows: Number(options.windows), keep: options.keep }
-const a = await profile(scenario, settings)
-const b = base === undefined ? undefined : await profile(base, settings)
+// Scenarios ending in :redis run against a private redis-server, as in bench/instructions.js.
+const redis = await startRedis([scenario, base])
+let a, b
+try {
+  a = await profile(scenario, { ...settings, redis })
+  b = base === undefined ? undefined : await profile(base, { ...settings, redis })
+} finally {
+  await stopRedis(redis)
+}
 const names = new Set([...a.costs.self.keys(), ...(b?.costs.self.keys() ?? [])])
 const per = (run, kind, name) => (run.costs[kind].get(name) ?? 0) / run.requests
 const rows = [...names].map((name) => {
@@ -164,21 +173,29 @@ if (b === undefined) {
   table('By self difference:', `| self Δ / req | own Δ / req | self / req in ${scenario} | function |\n|---:|---:|---:|---|`, 'selfDiff', (r) => [fmt(r.selfDiff), fmt(r.ownDiff), r.self.toFixed(0), r.name])
 }
 
-if (options.callees !== undefined) {
-  // Where a function's own cost goes: its calls, by callee (instructions per request, callee included).
-  const re = new RegExp(options.callees)
-  for (const run of b === undefined ? [[scenario, a]] : [[scenario, a], [base, b]]) {
-    const [name, data] = run
-    const byCaller = new Map()
+/**
+ * The calls of the functions matching `pattern`, per such function: `side` 0 lists
+ * what each calls (--callees), 1 what calls each (--callers); instructions per request,
+ * callee included.
+ */
+function calls (pattern, side) {
+  const re = new RegExp(pattern)
+  for (const [name, data] of b === undefined ? [[scenario, a]] : [[scenario, a], [base, b]]) {
+    const byMatch = new Map()
     for (const [edge, cost] of data.costs.edges) {
-      const [caller, callee] = edge.split('\t')
-      if (!re.test(caller)) continue
-      if (!byCaller.has(caller)) byCaller.set(caller, [])
-      byCaller.get(caller).push([callee, cost / data.requests])
+      const ends = edge.split('\t')
+      if (!re.test(ends[side])) continue
+      if (!byMatch.has(ends[side])) byMatch.set(ends[side], [])
+      byMatch.get(ends[side]).push([ends[1 - side], cost / data.requests])
     }
-    for (const [caller, calls] of byCaller) {
-      process.stdout.write(`\n${name}: ${caller} (self ${per(data, 'self', caller).toFixed(0)}, own ${per(data, 'own', caller).toFixed(0)} / req) calls:\n\n| incl / req | callee |\n|---:|---|\n`)
-      for (const [callee, cost] of calls.sort((x, y) => y[1] - x[1]).slice(0, top)) process.stdout.write(`| ${cost.toFixed(0)} | ${callee} |\n`)
+    for (const [fn, list] of byMatch) {
+      const [verb, other] = side === 0 ? ['calls', 'callee'] : ['is called by', 'caller']
+      process.stdout.write(`\n${name}: ${fn} (self ${per(data, 'self', fn).toFixed(0)}, own ${per(data, 'own', fn).toFixed(0)} / req) ${verb}:\n\n| incl / req | ${other} |\n|---:|---|\n`)
+      for (const [end, cost] of list.sort((x, y) => y[1] - x[1]).slice(0, top)) process.stdout.write(`| ${cost.toFixed(0)} | ${end} |\n`)
     }
   }
 }
+// Where a function's own cost goes: its calls, by callee.
+if (options.callees !== undefined) calls(options.callees, 0)
+// Who makes a builtin's cost (WeakMap lookups, string adds…): its callers.
+if (options.callers !== undefined) calls(options.callers, 1)

@@ -34,6 +34,7 @@ const SCENARIOS = [
   ['tollgate edge memory', 'tollgate:edge:memory', 1, 'edge layer, memoryStore'],
   ['tollgate both memory', 'tollgate:both:memory', 1, 'edge + app layers, memoryStore'],
   ['floor for two layers (memory)', 'floor', 1, 'no limiter: the two hooks and four header members alone'],
+  ['floor for Redis', 'floor:redis', 1, 'no limiter: one EVALSHA of a trivial script per request and the two headers'],
   ['frl redis', 'frl:all:redis', 1, '@fastify/rate-limit, RedisStore'],
   ['rlf redis', 'rlf:all:redis', 1, 'rate-limiter-flexible RateLimiterRedis'],
   ['tollgate edge redis', 'tollgate:edge:redis', 1, 'edge layer, redisStore'],

@@ -19,12 +19,12 @@ const redis = () => new Redis({ port: Number(redisPort), host: '127.0.0.1', enab
 
 async function build () {
   const app = Fastify({ logger: false })
-  const [name, layerSet, storeName] = scenario.split(':')
+  const [name, layerSet] = scenario.split(':')
   // `both-settle`, `flood-share`…: the layers, then the edge mode (`edge.mode`) after the dash;
   // `both-metrics`: both layers, with fastify-tollgate/metrics subscribed (its cost per request).
   const [layers, modeName] = (layerSet ?? '').split('-')
   const edgeMode = { undefined: 'exact', settle: 'settle', share: 'replica-share' }[modeName]
-  const useRedis = storeName === 'redis'
+  const useRedis = scenario.endsWith(':redis') // the store is the last part: floor:redis has no layer set
   const quota = layers === 'flood' ? FLOOD : ALL
   let client
   if (useRedis) {
@@ -87,6 +87,17 @@ async function build () {
       reply.header('retry-after', 360)
       reply.header('cache-control', 'no-store')
       done(new Refused())
+    })
+  } else if (name === 'floor' && useRedis) {
+    // What any limiter on Redis pays at least, per request: one EVALSHA of a trivial script on the
+    // same ioredis client, from one hook, then the two headers with both members.
+    client.defineCommand('benchFloor', { lua: 'return 1', numberOfKeys: 0 })
+    app.addHook('onRequest', (request, reply, done) => {
+      client.benchFloor().then(() => {
+        reply.header('ratelimit-policy', '"edge";q=1000000000;w=1, "app";q=1000000000;w=1')
+        reply.header('ratelimit', '"edge";r=999999999;t=0, "app";r=999999999;t=0')
+        done()
+      }, done)
     })
   } else if (name === 'floor') {
     // What any two-layer limiter pays in Fastify before deciding anything: a global

@@ -5,7 +5,7 @@
  * How a batch becomes a script call is consume-script.ts.
  */
 import type { BucketRequest, StoreDecision } from '../../types/store.js'
-import { chunksByNode } from './cluster-slot.js'
+import { chunksByNode, SINGLE_NODE } from './cluster-slot.js'
 
 /**
  * The bound on `maxBatch`. A script call holds Redis for its whole run: 10 000
@@ -61,7 +61,9 @@ export class MicroBatcher {
     this.flushScheduled = false
     const queue = this.queue
     this.queue = []
-    chunksByNode(queue, this.nodeOf, this.options.maxBatch, this.sendBatch)
+    // One node and one call's worth (a single Redis, most turns): the queue is the batch.
+    if (this.nodeOf === undefined && queue.length <= this.options.maxBatch) this.sendBatch(queue, SINGLE_NODE)
+    else chunksByNode(queue, this.nodeOf, this.options.maxBatch, this.sendBatch)
   }
 
   /** Sends one batch. */

@@ -4,7 +4,7 @@
  * (circuit-breaker.ts: whether a call may go, and every call's outcome counted),
  * and the node a key's call goes to (cluster-slot.ts), by which calls are grouped.
  */
-import { BoundedWait } from './bounded-wait.js'
+import { BoundedWait, type Watch } from './bounded-wait.js'
 import { CircuitBreaker, type BreakerState } from './circuit-breaker.js'
 import type { RedisClientLike } from './client.js'
 import { chunksByNode, clusterSlot, SINGLE_NODE } from './cluster-slot.js'
@@ -57,6 +57,14 @@ export class RedisCalls {
    */
   byNode<T> (items: readonly T[], keyOf: (item: T) => string, maxBatch: number, each: (chunk: T[], node: string) => void): void {
     chunksByNode(items, this.cluster ? (item) => this.nodeOf(keyOf(item)) : undefined, maxBatch, each)
+  }
+
+  /**
+   * Waits for a call just sent to `node`, bounded by `timeoutMs` of silence from it
+   * (bounded-wait.ts): `expired` if it times out first; not counted by the breaker.
+   */
+  watch (node: string, expired: (error: Error) => void): Watch {
+    return this.bounded.watch(node, expired)
   }
 
   /** `call`, bounded by `timeoutMs` of silence from `node` (bounded-wait.ts); not counted by the breaker. */

@@ -40,7 +40,7 @@
 import { consume, consumeOne, enough, msUntil, tokensAt } from '../../engine/bucket.js'
 import type { BucketDecision, BucketPolicy, BucketState } from '../../types/engine.js'
 import type { BucketRequest } from '../../types/store.js'
-import { parseNumber } from './reply.js'
+import { isEmpty, parseNumber } from './reply.js'
 
 /** What the script tells about a refusal, beyond the decision (see scripts/consume.lua). */
 export interface ScriptRefusal {
@@ -59,7 +59,7 @@ export function readRefusal (values: readonly unknown[], at: number, count: numb
   const buckets: ScriptRefusal['buckets'] = []
   for (let i = 0; i < count; i++) {
     const text = values[at + 1 + i]
-    if (text === '') {
+    if (isEmpty(text)) {
       buckets.push(undefined)
       continue
     }
@@ -149,20 +149,27 @@ export class DenyCache {
 
   /**
    * Ends, once `call` settles, the flight of the requests of `batch` (each noted by
-   * `sending`). Called before the store reads `call`'s reply, so that reply's own
-   * requests are no longer counted when its refusals are kept.
+   * `sending`); see `landed`.
    */
   settle (batch: ReadonlyArray<{ readonly buckets: ReadonlyArray<Pick<BucketRequest, 'key'>> }>, call: Promise<unknown>): void {
-    const landed = (): void => {
-      for (const { buckets } of batch) {
-        for (const bucket of buckets) {
-          const count = this.inFlight.get(bucket.key) as number // counted by `sending`
-          if (count > 1) this.inFlight.set(bucket.key, count - 1)
-          else this.inFlight.delete(bucket.key)
-        }
+    const landed = (): void => { this.landed(batch) }
+    call.then(landed, landed)
+  }
+
+  /**
+   * Ends the flight of the requests of `batch` (each noted by `sending`): their
+   * call was answered or failed. Called before the store reads that call's reply,
+   * so that reply's own requests are no longer counted when its refusals are kept.
+   */
+  landed (batch: ReadonlyArray<{ readonly buckets: ReadonlyArray<Pick<BucketRequest, 'key'>> }>): void {
+    const inFlight = this.inFlight
+    for (const { buckets } of batch) {
+      for (const bucket of buckets) {
+        const count = inFlight.get(bucket.key) as number // counted by `sending`
+        if (count > 1) inFlight.set(bucket.key, count - 1)
+        else inFlight.delete(bucket.key)
       }
     }
-    call.then(landed, landed)
   }
 
   /**

@@ -38,9 +38,9 @@ export class Fallback {
     this.shares = options.failMode === 'local' ? new LocalShares(options) : undefined
   }
 
-  /** Redis decided `buckets`, `tokens[i]` left in each (see `LocalShares.decided`). */
-  decided (buckets: readonly BucketRequest[], tokens: readonly number[]): void {
-    this.shares?.decided(buckets, tokens)
+  /** Redis decided `buckets`, `tokens[i]` left in each, answering at `atMs` (see `LocalShares.decided`). */
+  decided (buckets: readonly BucketRequest[], tokens: readonly number[], atMs: number): void {
+    this.shares?.decided(buckets, tokens, atMs)
   }
 
   /** Whether what was admitted locally is still to be charged. */

@@ -25,7 +25,7 @@ import { BucketCalls, parseReading } from './bucket-script.js'
 import { RedisCalls } from './calls.js'
 import type { BreakerState } from './circuit-breaker.js'
 import { whenConnected, type RedisClientLike } from './client.js'
-import { callScript, type ScriptCallOptions, type ScriptDecision } from './consume-script.js'
+import { callScript, parseReply, type ScriptCallOptions, type ScriptDecision } from './consume-script.js'
 import { DenyCache } from './deny-cache.js'
 import { Fallback } from './fallback.js'
 import { Heartbeat } from './heartbeat.js'
@@ -141,30 +141,58 @@ export class RedisStore implements Store {
     return this.batcher.add(buckets)
   }
 
-  /** Settles `batch` with the script's answer, or by `failMode` when Redis (`node`) stayed silent for `timeoutMs`. */
+  /**
+   * Settles `batch` with the script's answer, or by `failMode` when the call fails
+   * or Redis (`node`) stayed silent for `timeoutMs`. One reaction to the client's
+   * promise does it all: a batch of one is a request's whole cost.
+   */
   private send (batch: Pending[], node: string): void {
     const sentMs = this.localClock()
-    const call = callScript(this.script, batch)
-    this.denials?.settle(batch, call) // before the wait below: its reply is read once the batch has landed
-    this.calls.wait(call, node)
-      .then((decisions) => {
-        this.calls.answered()
-        const receivedMs = this.localClock()
-        batch.forEach((pending, i) => {
-          const { decision, refusal } = decisions[i] as ScriptDecision
-          // In Redis's order: a refusal's states are kept, an admission's forgotten.
-          if (refusal === undefined) this.denials?.forget(pending.buckets)
-          else this.denials?.remember(pending.buckets, refusal, sentMs, receivedMs)
-          this.fallback.decided(pending.buckets, decision.tokens)
-          pending.resolve(decision)
-        })
-        this.fallback.answered()
-      })
-      .catch((error: unknown) => {
-        this.calls.failed()
-        this.fallback.callFailed(error, this.calls.state)
-        this.fallback.degradeBatch(batch)
-      })
+    let call: Promise<unknown>
+    try {
+      call = callScript(this.script, batch)
+    } catch (error) {
+      this.denials?.landed(batch)
+      this.failed(batch, error)
+      return
+    }
+    const watch = this.calls.watch(node, (error) => { this.failed(batch, error) })
+    call.then((reply) => {
+      this.denials?.landed(batch) // before its reply is read
+      if (watch.answered()) this.decided(batch, reply, sentMs)
+    }, (error: unknown) => {
+      this.denials?.landed(batch)
+      if (watch.failed()) this.failed(batch, error)
+    })
+  }
+
+  /** Settles `batch` with the script's `reply` to a call sent at `sentMs`; a reply it cannot read fails the call. */
+  private decided (batch: Pending[], reply: unknown, sentMs: number): void {
+    try {
+      const decisions = parseReply(reply, batch)
+      this.calls.answered()
+      const receivedMs = this.localClock()
+      for (let i = 0; i < batch.length; i++) {
+        const pending = batch[i] as Pending
+        const { decision, refusal } = decisions[i] as ScriptDecision
+        // In Redis's order: a refusal's states are kept, an admission's forgotten.
+        if (refusal === undefined) this.denials?.forget(pending.buckets)
+        else this.denials?.remember(pending.buckets, refusal, sentMs, receivedMs)
+        this.fallback.decided(pending.buckets, decision.tokens, receivedMs)
+        pending.resolve(decision)
+      }
+      this.fallback.answered()
+    } catch (error) {
+      // A decision already given stays (a promise settles once); the others go by failMode.
+      this.failed(batch, error)
+    }
+  }
+
+  /** The call for `batch` failed (an error, a timeout, a reply it cannot read): counted, logged, decided by `failMode`. */
+  private failed (batch: readonly Pending[], error: unknown): void {
+    this.calls.failed()
+    this.fallback.callFailed(error, this.calls.state)
+    this.fallback.degradeBatch(batch)
   }
 
   /**
@@ -190,7 +218,7 @@ export class RedisStore implements Store {
   async refund (bucket: BucketRequest): Promise<number> {
     this.fallback.refund(bucket)
     const tokens = parseNumber(await this.buckets.write('refund', bucket.key, bucket.policy, bucket.cost))
-    this.fallback.decided([bucket], [tokens])
+    this.fallback.decided([bucket], [tokens], this.localClock())
     return tokens
   }
 

@@ -44,9 +44,9 @@ export class LocalShares {
     this.owed = new ChargeBack(options.debit, (bucket, tokens) => { this.levels.note([bucket], [tokens], options.clock()) })
   }
 
-  /** Redis decided `buckets` (`tokens[i]` left in each): their levels are kept, and their local shares end. */
-  decided (buckets: readonly BucketRequest[], tokens: readonly number[]): void {
-    this.levels.note(buckets, tokens, this.options.clock())
+  /** Redis decided `buckets` (`tokens[i]` left in each, answered at `atMs`, the local clock): their levels are kept, and their local shares end. */
+  decided (buckets: readonly BucketRequest[], tokens: readonly number[], atMs: number): void {
+    this.levels.note(buckets, tokens, atMs)
     if (this.started.size === 0) return
     for (const { key } of buckets) {
       if (this.started.delete(key)) this.local.reset(key)

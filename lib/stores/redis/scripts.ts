@@ -50,6 +50,16 @@ const BUCKET_COMMAND = 'tollgateBucket'
 const SETTLE_COMMAND = 'tollgateSettle'
 const SETTLE_CLUSTER_COMMAND = 'tollgateSettleCluster'
 
+/**
+ * The command `name` replying Buffers (ioredis and iovalkey define `<name>Buffer`
+ * with every command), else `name` itself. Per request, the decoding of the consume
+ * script's reply into strings cost about as much as reading its numbers from the
+ * bytes (reply.ts).
+ */
+function bufferVariant (commands: Record<string, ScriptCall>, name: string): ScriptCall {
+  return commands[`${name}Buffer`] ?? commands[name] as ScriptCall
+}
+
 /** Defines every script on `client` (both variants of the batched ones); returns those this client uses. */
 export function defineScripts (client: RedisClientLike, cluster: boolean): Scripts {
   client.defineCommand(CONSUME_COMMAND, { lua: CONSUME_SCRIPT })
@@ -60,7 +70,7 @@ export function defineScripts (client: RedisClientLike, cluster: boolean): Scrip
   client.defineCommand(SETTLE_CLUSTER_COMMAND, { lua: SETTLE_SCRIPT_CLUSTER })
   const commands = client as unknown as Record<string, ScriptCall>
   return {
-    consume: commands[cluster ? CONSUME_CLUSTER_COMMAND : CONSUME_COMMAND] as ScriptCall,
+    consume: bufferVariant(commands, cluster ? CONSUME_CLUSTER_COMMAND : CONSUME_COMMAND),
     bucket: commands[BUCKET_COMMAND] as ScriptCall,
     settle: commands[cluster ? SETTLE_CLUSTER_COMMAND : SETTLE_COMMAND] as ScriptCall,
     heartbeat: commands[HEARTBEAT_COMMAND] as ScriptCall

@@ -131,7 +131,7 @@ t.test('close() stops at a flush that is not taken', async (t) => {
 t.test('a key started again after the started set was cleared starts from its level less what it owes', async (t) => {
   const { debit } = ledger()
   const shares = new LocalShares({ fallbackHeadroom: 0, liveReplicas: () => 1, clock: () => 0, debit, maxKeys: 2 })
-  shares.decided([bucket('a')], [5])
+  shares.decided([bucket('a')], [5], 0)
   for (let i = 0; i < 3; i++) t.ok(shares.consume([bucket('a')]).allowed, `a: ${i + 1} of the 5 left`)
   shares.consume([bucket('x')])
   shares.consume([bucket('y')]) // the set is full: it starts over, a with it
