@@ -2,7 +2,8 @@
  * A TCP proxy in the harness process, between one replica and Redis: `cut()`
  * stops forwarding both ways while every socket stays open (the bytes wait in
  * the sockets, as on a network partition that TCP later recovers from), and
- * `mend()` forwards again, what waited included.
+ * `mend()` forwards again, what waited included. `rewrite` (when set) changes
+ * what Redis sends back, chunk by chunk: a middlebox that corrupts replies.
  */
 import { connect, createServer, type Server, type Socket } from 'node:net'
 
@@ -10,6 +11,8 @@ export class TcpProxy {
   private readonly server: Server
   private readonly sockets = new Set<Socket>()
   private cut_ = false
+  /** Applied to each chunk from Redis to the client while set. */
+  rewrite: ((chunk: Buffer) => Buffer) | undefined
 
   constructor (private readonly targetPort: number, private readonly targetHost = '127.0.0.1') {
     this.server = createServer((client) => { this.accept(client) })
@@ -44,7 +47,7 @@ export class TcpProxy {
     for (const [from, to] of [[client, upstream], [upstream, client]] as const) {
       this.sockets.add(from)
       if (this.cut_) from.pause()
-      from.on('data', (chunk) => { to.write(chunk) })
+      from.on('data', (chunk: Buffer) => { to.write(from === upstream && this.rewrite !== undefined ? this.rewrite(chunk) : chunk) })
       from.on('error', () => { to.destroy() })
       from.on('close', () => { this.sockets.delete(from); to.destroy() })
     }

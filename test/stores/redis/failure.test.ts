@@ -5,6 +5,7 @@ import { Redis } from 'ioredis'
 import tollgate, { redisStore, type FailMode, type RedisStore } from '../../../lib/index.js'
 import { answerBound, commandCalls, freePort, PATIENT_TIMEOUT_MS, requireRedis, startRedis, type RedisServer } from '../../redis-server.js'
 import { eventLoopLag } from '../../helpers.js'
+import { TcpProxy } from '../../faults/proxy.js'
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -141,6 +142,30 @@ if (requireRedis(t)) {
       admitted.push(count)
     }
     t.same(admitted, [12, 12, 12], '30 × 1.2 / 3 = 12 each; 36 in all instead of 90')
+  })
+
+  t.test('a reply the store cannot read (a corrupting middlebox) fails the call: decided by failMode, logged', async (t) => {
+    const server = await startRedis(t)
+    const proxy = new TcpProxy(server.port)
+    const port = await proxy.listen()
+    const client = new Redis({ port, maxRetriesPerRequest: 0 })
+    const lines: Array<{ level: number, msg: string }> = []
+    const stream = new Writable({ write (chunk, _encoding, callback) { lines.push(JSON.parse(String(chunk))); callback() } })
+    const app = Fastify({ logger: { level: 'info', stream } })
+    await app.register(tollgate, { store: redisStore({ client, failMode: 'closed', timeoutMs: PATIENT_TIMEOUT_MS, heartbeatIntervalMs: 0 }), edge: { capacity: 100, refillPerSecond: 0 } })
+    app.get('/', async () => 'ok')
+    t.teardown(async () => { await app.close(); client.disconnect(); await proxy.close() })
+    t.equal((await app.inject('/')).statusCode, 200, 'read as sent')
+    // An allowed one-bucket decision ('1', '0', tokens) comes back with tokens that are no number.
+    const allowed = '*3\r\n$1\r\n1\r\n$1\r\n0\r\n'
+    proxy.rewrite = (chunk) => chunk.toString('latin1').startsWith(allowed) ? Buffer.from(`${allowed}$1\r\nx\r\n`, 'latin1') : chunk
+    const corrupted = await app.inject('/')
+    t.equal(corrupted.statusCode, 503, "failMode 'closed': refused, as when Redis does not answer")
+    t.equal(corrupted.headers['retry-after'], '1')
+    t.ok(lines.some((line) => /unexpected reply from the Redis script/.test(JSON.stringify(line))), 'the reply it could not read is logged')
+    proxy.rewrite = undefined
+    t.equal((await app.inject('/')).statusCode, 200, 'the next reply read decides again')
+    t.equal(await client.get('tollgate:{ip:127.0.0.1}:edge') !== null, true, 'Redis took the decisions')
   })
 
   t.test('Redis down at startup: ready() waits connectWaitMs, then the app serves by failMode', async (t) => {
