@@ -1,6 +1,8 @@
 // npm run bench:gate: the CI regression gate. Counts instructions per request
 // (bench/instructions.js, 1 connection) for the scenarios below and fails (exit 1)
-// when one costs more than TOLERANCE above bench/baseline.json.
+// when one costs more than TOLERANCE above bench/baseline.json, or when a Redis
+// scenario sends Redis more commands per request than the baseline (a command a
+// script runs counts: one more GET in a script fails as one more round trip does).
 //
 // npm run bench:gate -- --update rewrites the baseline. An intended change of cost
 // updates the baseline in the same commit, with the reason in the CHANGELOG.
@@ -25,14 +27,23 @@ import { execFileSync } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { parseArgs } from 'node:util'
-import { measure, NODE_FLAGS, k } from './instructions.js'
+import { measure, NODE_FLAGS, k, startRedis, stopRedis } from './instructions.js'
 
 export const TOLERANCE = 0.02
 const BASELINE = 'bench/baseline.json'
-const SCENARIOS = ['bare', 'tollgate:edge:memory', 'tollgate:both:memory', 'tollgate:flood:memory']
+// On Redis: both layers with the settle edge, and with the exact edge (two script
+// calls per request). They run on one private redis-server, one at a time.
+const SCENARIOS = ['bare', 'tollgate:edge:memory', 'tollgate:both:memory', 'tollgate:flood:memory', 'tollgate:both-settle:redis', 'tollgate:both:redis']
 const SETTINGS = { connections: 1, warmup: 15_000, measured: 3000, windows: 3, nodeFlags: NODE_FLAGS }
 /** Two servers at a time: a 1-connection count does not change with the machine's load. */
 const JOBS = 2
+/**
+ * Redis commands per request are compared at one decimal: the settle edge's
+ * settlements (one script call every 5 s under valgrind) add about 0.01 a request,
+ * more on a slower machine; one command more per request adds 1.
+ */
+const commandsOf = (perRequest) => Math.round(perRequest * 10) / 10
+const isRedis = (scenario) => scenario.endsWith(':redis')
 
 const require = createRequire(import.meta.url)
 function environment () {
@@ -44,26 +55,42 @@ function environment () {
  * One measurement, taken again if V8 compiled in every window (a timer that fired
  * late on a busy machine can deoptimize code mid-run); a second such run fails.
  */
-async function measureOnce (scenario) {
+async function measureOnce (scenario, redis) {
+  const settings = isRedis(scenario) ? { ...SETTINGS, redis } : SETTINGS
   try {
-    return await measure(scenario, SETTINGS)
+    return await measure(scenario, settings)
   } catch (error) {
     process.stderr.write(`${scenario}: ${error.message.split(':').slice(0, 2).join(':')}; measuring again\n`)
-    return measure(scenario, SETTINGS)
+    return measure(scenario, settings)
   }
 }
 
+/**
+ * Instructions per request of each scenario, and Redis commands per request of the
+ * Redis ones. JOBS lanes: the Redis scenarios share one server and read its counters,
+ * so one lane takes them in turn, first, while the others take the rest.
+ */
 async function measureAll (scenarios) {
   const results = {}
-  let next = 0
-  await Promise.all(Array.from({ length: Math.min(JOBS, scenarios.length) }, async () => {
-    while (next < scenarios.length) {
-      const scenario = scenarios[next++]
-      results[scenario] = (await measureOnce(scenario)).perRequest
-      process.stderr.write(`${scenario}: ${k(results[scenario])} instructions / request\n`)
-    }
-  }))
-  return results
+  const commands = {}
+  const redisQueue = scenarios.filter(isRedis)
+  const queue = scenarios.filter((s) => !isRedis(s))
+  const redis = await startRedis(redisQueue)
+  const run = async (scenario) => {
+    const result = await measureOnce(scenario, redis)
+    results[scenario] = result.perRequest
+    if (isRedis(scenario)) commands[scenario] = commandsOf(result.redisCommandsPerRequest)
+    process.stderr.write(`${scenario}: ${k(results[scenario])} instructions / request${isRedis(scenario) ? `, ${commands[scenario]} Redis commands / request` : ''}\n`)
+  }
+  try {
+    await Promise.all(Array.from({ length: JOBS }, async (_, lane) => {
+      while (lane === 0 && redisQueue.length > 0) await run(redisQueue.shift())
+      while (queue.length > 0) await run(queue.shift())
+    }))
+  } finally {
+    await stopRedis(redis)
+  }
+  return { results, commands }
 }
 
 const { values: options } = parseArgs({ options: { update: { type: 'boolean', default: false } } })
@@ -71,8 +98,14 @@ const started = Date.now()
 const env = environment()
 
 if (options.update) {
-  const counts = await measureAll(SCENARIOS)
-  const baseline = { note: 'npm run bench:gate -- --update; see bench/gate.js', environment: env, settings: { ...SETTINGS, tolerance: TOLERANCE }, instructionsPerRequest: Object.fromEntries(SCENARIOS.map((s) => [s, Math.round(counts[s])])) }
+  const { results: counts, commands } = await measureAll(SCENARIOS)
+  const baseline = {
+    note: 'npm run bench:gate -- --update; see bench/gate.js',
+    environment: env,
+    settings: { ...SETTINGS, tolerance: TOLERANCE },
+    instructionsPerRequest: Object.fromEntries(SCENARIOS.map((s) => [s, Math.round(counts[s])])),
+    redisCommandsPerRequest: commands
+  }
   writeFileSync(BASELINE, JSON.stringify(baseline, null, 2) + '\n')
   process.stdout.write(`Wrote bench/baseline.json in ${Math.round((Date.now() - started) / 1000)} s\n`)
   process.exit(0)
@@ -80,7 +113,15 @@ if (options.update) {
 
 const baseline = JSON.parse(readFileSync(BASELINE, 'utf8'))
 const base = baseline.instructionsPerRequest
-let counts = await measureAll(SCENARIOS)
+const baseCommands = baseline.redisCommandsPerRequest ?? {}
+const missing = SCENARIOS.filter((s) => base[s] === undefined || (isRedis(s) && baseCommands[s] === undefined))
+if (missing.length > 0) {
+  process.stdout.write(`FAIL: bench/baseline.json has no figure for ${missing.join(', ')}: run npm run bench:gate -- --update\n`)
+  process.exit(1)
+}
+const measured = await measureAll(SCENARIOS)
+let counts = measured.results
+const commands = measured.commands
 /** A scenario's cost relative to bare Fastify: now, and in the baseline. */
 const ratio = (s) => counts[s] / counts.bare
 const baseRatio = (s) => base[s] / base.bare
@@ -89,14 +130,17 @@ const over = (s) => ratio(s) > baseRatio(s) * (1 + TOLERANCE)
 const again = judged.filter(over)
 if (again.length > 0) {
   process.stderr.write(`above the tolerance, measuring again: ${again.join(', ')}\n`)
-  counts = { ...counts, ...await measureAll(['bare', ...again]) }
+  counts = { ...counts, ...(await measureAll(['bare', ...again])).results }
 }
 
 const percent = (change) => `${change >= 0 ? '+' : '−'}${Math.abs(100 * change).toFixed(2)}%`
-process.stdout.write('\n| scenario | baseline | now | change | change relative to bare |\n|---|---:|---:|---:|---:|\n')
+/** More Redis commands per request than the baseline (to one decimal). */
+const moreCommands = (s) => isRedis(s) && commands[s] > baseCommands[s]
+process.stdout.write('\n| scenario | baseline | now | change | change relative to bare | Redis commands / request: baseline, now |\n|---|---:|---:|---:|---:|---:|\n')
 for (const s of SCENARIOS) {
   const relative = s === 'bare' ? '' : `${percent(ratio(s) / baseRatio(s) - 1)}${over(s) ? ' **over**' : ''}`
-  process.stdout.write(`| ${s} | ${k(base[s])} | ${k(counts[s])} | ${percent(counts[s] / base[s] - 1)} | ${relative} |\n`)
+  const redisCommands = isRedis(s) ? `${baseCommands[s]}, ${commands[s]}${moreCommands(s) ? ' **more**' : ''}` : ''
+  process.stdout.write(`| ${s} | ${k(base[s])} | ${k(counts[s])} | ${percent(counts[s] / base[s] - 1)} | ${relative} | ${redisCommands} |\n`)
 }
 process.stdout.write(`\ntolerance +${100 * TOLERANCE}% relative to bare; ${Math.round((Date.now() - started) / 1000)} s\n`)
 if (Math.abs(counts.bare / base.bare - 1) > TOLERANCE) {
@@ -105,11 +149,15 @@ if (Math.abs(counts.bare / base.bare - 1) > TOLERANCE) {
 }
 
 const failed = judged.filter(over)
-if (failed.length > 0) {
-  process.stdout.write(`\nFAIL: ${failed.join(', ')} above the baseline by more than ${100 * TOLERANCE}% (relative to bare).\n` +
-    'If the cost is intended, run npm run bench:gate -- --update and give the reason in the CHANGELOG, in the same commit.\n')
+const chattier = judged.filter(moreCommands)
+if (failed.length > 0 || chattier.length > 0) {
+  if (failed.length > 0) process.stdout.write(`\nFAIL: ${failed.join(', ')} above the baseline by more than ${100 * TOLERANCE}% (relative to bare).\n`)
+  if (chattier.length > 0) process.stdout.write(`\nFAIL: ${chattier.join(', ')} sent Redis more commands per request than the baseline.\n`)
+  process.stdout.write('If the cost is intended, run npm run bench:gate -- --update and give the reason in the CHANGELOG, in the same commit.\n')
   process.exit(1)
 }
+const fewer = judged.filter((s) => isRedis(s) && commands[s] < baseCommands[s])
+if (fewer.length > 0) process.stdout.write(`\n${fewer.join(', ')}: fewer Redis commands per request than the baseline; update the baseline to keep the gain.\n`)
 const better = judged.filter((s) => ratio(s) < baseRatio(s) * (1 - TOLERANCE))
 if (better.length > 0) process.stdout.write(`\n${better.join(', ')}: cheaper than the baseline by more than the tolerance; update the baseline to keep the gain.\n`)
 process.stdout.write('\nPASS\n')
