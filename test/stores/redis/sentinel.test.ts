@@ -27,9 +27,13 @@ type ClientOptions = Pick<RedisOptions, 'retryStrategy' | 'failoverDetector'>
 async function replicaOn (t: Test, group: SentinelGroup, clientOptions: ClientOptions = {}, storeOptions: Partial<RedisStoreOptions> = {}): Promise<Replica> {
   const client = new Redis({ sentinels: group.sentinels, name: group.name, enableOfflineQueue: false, maxRetriesPerRequest: 0, ...clientOptions })
   client.on('error', () => {})
+  // As docs/redis.md recommends with failoverDetector: ioredis ends the client (status 'end', no
+  // more reconnects) when it detects a failover while it is asking a sentinel; connect it again.
+  let closing = false
+  if (clientOptions.failoverDetector === true) client.on('end', () => { if (!closing) client.connect().catch(() => {}) })
   const app = Fastify()
-  t.teardown(async () => { await app.close(); client.disconnect() })
-  app.addHook('onClose', async () => { client.disconnect() })
+  t.teardown(async () => { closing = true; await app.close(); client.disconnect() })
+  app.addHook('onClose', async () => { closing = true; client.disconnect() })
   const store = redisStore({ timeoutMs: TIMEOUT_MS, ...storeOptions, client })
   await app.register(tollgate, { store, edge })
   app.get('/', async () => 'ok')
