@@ -1,0 +1,1 @@
+-- The floor scripts (bench/redis-floor) need no helpers; bench:redis-scripts prepends this file.
