@@ -14,7 +14,9 @@
 // 3. Memory: keys written as the store writes them (SET key "<tokens> <last ms>"
 //    PX ttl, the default prefix `tollgate:`), on a plain server and on a
 //    cluster-enabled one holding every slot: used_memory before and after.
-// 4. The model's inputs, and the model (its assumptions are the constants below).
+// 4. 'settle': settlement entries per request, two replicas on the edge alone, for
+//    clients at a trickle and for busy ones (bench/settle-entries.js).
+// 5. The model's inputs, and the model (its assumptions are the constants below).
 //
 // Options (each also takes --name=value):
 //   --seconds S       seconds per flood (default 3)
@@ -30,6 +32,7 @@ import { parseArgs, promisify } from 'node:util'
 import { Redis } from 'ioredis'
 import { freePort, RedisServer, sleep, startOnFreePort } from '../build/test/redis-server.js'
 import { encode, flood } from './flood.js'
+import { SETTLE_SHAPES, settlementEntries } from './settle-entries.js'
 import { FRL, ROOMY, consumeArgs, settleArgs, sources } from './redis-scripts.js'
 
 const { values: options } = parseArgs({
@@ -52,8 +55,6 @@ const USERS = 1_000_000 // one app bucket each (a tier of one limit, no route qu
 const CLIENTS = 1_000_000 // edge keys: one address or API key per user (no NAT sharing)
 const REPLICAS = 50
 const TARGET = 0.5 // of a node's core
-/** 'settle': settlement entries per request, for clients at a trickle (a use, then its reservation returned) and for busy ones (10 requests per key, replica and interval). */
-const SETTLE_ENTRIES = { trickle: 2, busy: 0.1 }
 
 /** The floods: which script, how many decisions (or settled buckets) a call carries, its arguments for call i. */
 const FLOODS = {
@@ -161,7 +162,7 @@ async function floods (admin, port, version) {
   const [work] = sources()
   const shas = { consume: await admin.script('LOAD', work.consume), settle: await admin.script('LOAD', work.settle), frl: await admin.script('LOAD', FRL) }
   const results = {}
-  print(`## Floods: ${options.connections} connections × ${options['in-flight']} calls in flight, ${SECONDS} s each, ${SPACE} identities`)
+  print(`## Floods: ${options.connections} connections × ${options['in-flight']} calls in flight, ${SECONDS} s each, ${group(SPACE)} identities`)
   print()
   print('| flood | calls/s | decisions/s | Redis CPU (of a core) | client CPU (of a core) | Redis CPU µs / decision | EVALSHA µs / decision | node ceiling, decisions/s |')
   print('|---|---:|---:|---:|---:|---:|---:|---:|')
@@ -227,8 +228,20 @@ async function memory (admin, shas) {
   return sizes
 }
 
+/** Settlement entries per request under 'settle', for a trickle of clients and for busy ones (bench/settle-entries.js). */
+async function settling (admin, port) {
+  const entries = await settlementEntries(admin, port)
+  print('## \'settle\': settlement entries per request (GET calls of the settle script / requests), two replicas, the edge alone')
+  print()
+  print('| clients | entries / request |')
+  print('|---|---:|')
+  for (const [name, { text }] of Object.entries(SETTLE_SHAPES)) print(`| ${name}: ${text} | ${fix(entries[name], 3)} |`)
+  print()
+  return entries
+}
+
 /** The model's table: Redis primaries at TARGET of a core, keys and memory per primary, for each rate and edge mode. */
-function model (results, sizes) {
+function model (results, sizes, entries) {
   const consume = { unbatched: results['consume, 1 decision a call'].cpuUsPerDecision, batched: results['consume, 10 decisions a call'].cpuUsPerDecision }
   const settle = results['settle, 10 buckets a call'].cpuUsPerDecision
   const frl = results['FRL, 1 request a call'].cpuUsPerDecision
@@ -244,11 +257,13 @@ function model (results, sizes) {
   print(`| FRL's call (one layer) | ${fix(frl, 2)} µs |`)
   print(`| an app key (7-digit user id), Cluster node | ${fix(appBytes, 0)} bytes |`)
   print(`| an edge key (IPv4), Cluster node | ${fix(edgeBytes, 0)} bytes |`)
+  print(`| 'settle': entries per request, clients at a trickle (e) | ${fix(entries.trickle, 3)} |`)
+  print(`| 'settle': entries per request, busy clients (e) | ${fix(entries.busy, 3)} |`)
   print()
   const modes = {
     exact: (c) => 2 * c,
-    'settle, clients at a trickle': (c) => c + SETTLE_ENTRIES.trickle * settle,
-    'settle, busy clients': (c) => c + SETTLE_ENTRIES.busy * settle,
+    'settle, clients at a trickle': (c) => c + entries.trickle * settle,
+    'settle, busy clients': (c) => c + entries.busy * settle,
     'replica-share': (c) => c
   }
   print(`## The model: ${group(USERS)} users, ${group(CLIENTS)} edge clients, ${REPLICAS} replicas, primaries at ${TARGET * 100}% of a core`)
@@ -282,7 +297,8 @@ try {
   const { results, shas } = await floods(admin, server.port, version)
   if (!options['no-benchmark']) await benchmarks(admin, server.port, shas)
   const sizes = await memory(admin, shas)
-  model(results, sizes)
+  const entries = await settling(admin, server.port)
+  model(results, sizes, entries)
   print(`Load average at the end: ${loadavg().map((x) => x.toFixed(2)).join(' ')}`)
 } finally {
   admin.disconnect()
