@@ -52,11 +52,11 @@ const frlSource = readFileSync(join(ROOT, 'node_modules/@fastify/rate-limit/stor
 export const FRL = /const lua = `([\s\S]*?)`/.exec(frlSource)[1]
 
 // The store's argument head: now '' (Redis TIME), never-full TTL, fixed-TTL flag '0'.
-export const HEAD = ['', 86_400_000, '0']
+const HEAD = ['', 86_400_000, '0']
 /** A bucket that stays present and never refuses (its TTL outlasts a run): its key is read and written on every call. */
 export const ROOMY = [1e9, 0.001]
 /** A bucket of one token that refills 10 an hour: every call after a key's first refuses. */
-export const FLOOD = [1, 10 / 3600]
+const FLOOD = [1, 10 / 3600]
 
 /**
  * The consume script's arguments for `decisions` decisions of `buckets` buckets each, one policy per bucket
@@ -84,7 +84,7 @@ export function settleArgs (prefix, i, buckets, space = KEYS) {
 }
 
 /** Each shape: which script, its arguments for call i, and how many requests a call stands for. */
-export const SHAPES = {
+const SHAPES = {
   'consume 1 bucket': { script: 'consume', perCall: 1, args: (p, i) => consumeArgs(p, i, 1, 1, ROOMY) },
   'consume 2 buckets': { script: 'consume', perCall: 1, args: (p, i) => consumeArgs(p, i, 1, 2, ROOMY) },
   'consume 10×1 batch': { script: 'consume', perCall: 10, args: (p, i) => consumeArgs(p, i, 10, 1, ROOMY) },
@@ -124,8 +124,7 @@ async function callgrindServer () {
   }
 }
 
-/** INFO commandstats: calls and µs per command (INFO and CONFIG left out). */
-export async function commandStats (client) {
+async function commandStats (client) {
   const stats = {}
   for (const m of (await client.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) {
     if (m[1] !== 'info' && !m[1].startsWith('config')) stats[m[1]] = { calls: Number(m[2]), usec: Number(m[3]) }
