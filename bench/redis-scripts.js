@@ -27,29 +27,20 @@ import { RedisServer, freePort } from '../build/test/redis-server.js'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const SCRIPTS = 'lib/stores/redis/scripts'
-const { values: options } = parseArgs({
-  options: {
-    rounds: { type: 'string', default: '5' },
-    calls: { type: 'string', default: '20000' },
-    ref: { type: 'string', multiple: true, default: [] },
-    dir: { type: 'string', multiple: true, default: [] },
-    shapes: { type: 'string' },
-    callgrind: { type: 'boolean', default: false }
-  }
-})
-const ROUNDS = Number(options.rounds)
-const CALLS = Number(options.calls)
 /** Calls in flight at once: enough to keep the server busy, so the run is short. */
 const IN_FLIGHT = 32
 const KEYS = 1000
 
-/** A source of the scripts: the working tree, a git revision, or a folder. */
-function sources () {
+/**
+ * The sources of the scripts: the working tree, and each git revision of `refs`
+ * and folder of `dirs` (`label=path`); each with its consume and settle scripts.
+ */
+export function sources (refs = [], dirs = []) {
   const list = [{ label: 'work', read: (name) => readFileSync(join(ROOT, SCRIPTS, `${name}.lua`), 'utf8') }]
-  for (const ref of options.ref) {
+  for (const ref of refs) {
     list.push({ label: ref, read: (name) => execFileSync('git', ['show', `${ref}:${SCRIPTS}/${name}.lua`], { cwd: ROOT, encoding: 'utf8' }) })
   }
-  for (const entry of options.dir) {
+  for (const entry of dirs) {
     const [label, path] = entry.split('=')
     list.push({ label, read: (name) => readFileSync(join(path, `${name}.lua`), 'utf8') })
   }
@@ -58,23 +49,26 @@ function sources () {
 
 // @fastify/rate-limit's script, as its RedisStore defines it (read from its source, not copied).
 const frlSource = readFileSync(join(ROOT, 'node_modules/@fastify/rate-limit/store/RedisStore.js'), 'utf8')
-const FRL = /const lua = `([\s\S]*?)`/.exec(frlSource)[1]
+export const FRL = /const lua = `([\s\S]*?)`/.exec(frlSource)[1]
 
 // The store's argument head: now '' (Redis TIME), never-full TTL, fixed-TTL flag '0'.
 const HEAD = ['', 86_400_000, '0']
 /** A bucket that stays present and never refuses (its TTL outlasts a run): its key is read and written on every call. */
-const ROOMY = [1e9, 0.001]
+export const ROOMY = [1e9, 0.001]
 /** A bucket of one token that refills 10 an hour: every call after a key's first refuses. */
 const FLOOD = [1, 10 / 3600]
 
-/** The consume script's arguments for `decisions` decisions of `buckets` buckets each, one policy per bucket position. */
-function consumeArgs (prefix, i, decisions, buckets, policy) {
+/**
+ * The consume script's arguments for `decisions` decisions of `buckets` buckets each, one policy per bucket
+ * position; call `i` takes the next keys of a space of `space` identities.
+ */
+export function consumeArgs (prefix, i, decisions, buckets, policy, space = KEYS) {
   const keys = []
   const per = []
   for (let d = 0; d < decisions; d++) {
     per.push(buckets)
     for (let b = 0; b < buckets; b++) {
-      keys.push(`${prefix}{user:${(i * decisions + d) % KEYS}}:${b}`)
+      keys.push(`${prefix}{user:${(i * decisions + d) % space}}:${b}`)
       per.push(b + 1, 1)
     }
   }
@@ -82,9 +76,9 @@ function consumeArgs (prefix, i, decisions, buckets, policy) {
   return [keys.length, ...keys, ...HEAD, decisions, 0, buckets, ...policies, ...per]
 }
 
-/** The settle script's arguments for `buckets` edge buckets, each spent 5 and asked 5 more. */
-function settleArgs (prefix, i, buckets) {
-  const keys = Array.from({ length: buckets }, (_, b) => `${prefix}{ip:${(i * buckets + b) % KEYS}}:edge`)
+/** The settle script's arguments for `buckets` edge buckets, each spent 5 and asked 5 more; keys as `consumeArgs`'s. */
+export function settleArgs (prefix, i, buckets, space = KEYS) {
+  const keys = Array.from({ length: buckets }, (_, b) => `${prefix}{ip:${(i * buckets + b) % space}}:edge`)
   const per = keys.flatMap(() => [...ROOMY, 5, 5])
   return [keys.length, ...keys, ...HEAD, buckets, 0, '0', ...per]
 }
@@ -138,8 +132,8 @@ async function commandStats (client) {
   return stats
 }
 
-/** Calls `sha` CALLS times with the shape's arguments; returns the µs per request and the commands per request. */
-async function measure (client, instruments, sha, shape, prefix) {
+/** Calls `sha` `calls` times with the shape's arguments; returns the µs per request and the commands per request. */
+async function measure (client, instruments, sha, shape, prefix, calls) {
   const warm = KEYS * 2 // every key written twice: the measured calls find them present
   const run = async (from, to) => {
     let next = from
@@ -150,10 +144,10 @@ async function measure (client, instruments, sha, shape, prefix) {
   await run(0, warm) // and the flood's buckets spent
   await client.config('RESETSTAT')
   instruments?.start()
-  await run(warm, warm + CALLS)
+  await run(warm, warm + calls)
   const instructions = instruments?.stop()
   const stats = await commandStats(client)
-  const requests = CALLS * shape.perCall
+  const requests = calls * shape.perCall
   const inner = Object.entries(stats).filter(([name]) => name !== 'evalsha')
   return {
     usec: stats.evalsha.usec / requests,
@@ -166,41 +160,58 @@ async function measure (client, instruments, sha, shape, prefix) {
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 const fix = (x, d = 2) => x.toFixed(d)
 
-const instruments = options.callgrind ? await callgrindServer() : undefined
-const server = instruments ?? await new RedisServer(await freePort()).start()
-const client = new Redis({ port: server.port, host: '127.0.0.1', retryStrategy: () => 200 })
-client.on('error', () => {})
-await new Promise((resolve) => client.once('ready', resolve))
-try {
-  const version = /^redis_version:(.*)$/m.exec(await client.info('server'))[1].trim()
-  const all = sources()
-  const shapes = Object.entries(SHAPES).filter(([name]) => options.shapes === undefined || options.shapes.split(',').includes(name))
-  const runs = [] // { shape, label, sha }
-  const frlSha = await client.script('LOAD', FRL)
-  for (const [name, shape] of shapes) {
-    if (shape.script === 'frl') runs.push({ name, shape, label: 'frl', sha: frlSha })
-    else for (const source of all) runs.push({ name, shape, label: source.label, sha: await client.script('LOAD', source[shape.script]) })
+async function main () {
+  const { values: options } = parseArgs({
+    options: {
+      rounds: { type: 'string', default: '5' },
+      calls: { type: 'string', default: '20000' },
+      ref: { type: 'string', multiple: true, default: [] },
+      dir: { type: 'string', multiple: true, default: [] },
+      shapes: { type: 'string' },
+      callgrind: { type: 'boolean', default: false }
+    }
+  })
+  const ROUNDS = Number(options.rounds)
+  const CALLS = Number(options.calls)
+  const instruments = options.callgrind ? await callgrindServer() : undefined
+  const server = instruments ?? await new RedisServer(await freePort()).start()
+  const client = new Redis({ port: server.port, host: '127.0.0.1', retryStrategy: () => 200 })
+  client.on('error', () => {})
+  await new Promise((resolve) => client.once('ready', resolve))
+  try {
+    const version = /^redis_version:(.*)$/m.exec(await client.info('server'))[1].trim()
+    const all = sources(options.ref, options.dir)
+    const shapes = Object.entries(SHAPES).filter(([name]) => options.shapes === undefined || options.shapes.split(',').includes(name))
+    const runs = [] // { shape, label, sha }
+    const frlSha = await client.script('LOAD', FRL)
+    for (const [name, shape] of shapes) {
+      if (shape.script === 'frl') runs.push({ name, shape, label: 'frl', sha: frlSha })
+      else for (const source of all) runs.push({ name, shape, label: source.label, sha: await client.script('LOAD', source[shape.script]) })
+    }
+    const results = new Map(runs.map((r) => [r, []]))
+    for (let round = 0; round < ROUNDS; round++) {
+      await client.flushall() // this server is ours
+      for (const [index, r] of runs.entries()) results.get(r).push(await measure(client, instruments, r.sha, r.shape, `r${index}:`, CALLS))
+      process.stderr.write(`round ${round + 1}/${ROUNDS}\n`)
+    }
+    console.log(`redis-server ${version}; ${ROUNDS} rounds of ${CALLS} calls per shape; µs inside Redis per request (EVALSHA, its commands included)\n`)
+    const counted = instruments === undefined ? '' : ' instructions / request, median (min–max) |'
+    console.log(`| shape | scripts | µs / request (median) | min–max | commands / request | inner commands (µs per call, median) |${counted}`)
+    console.log(`|---|---|---:|---:|---:|---|${instruments === undefined ? '' : '---:|'}`)
+    for (const r of runs) {
+      const list = results.get(r)
+      const usecs = list.map((m) => m.usec)
+      const names = Object.keys(list[0].inner)
+      const inner = names.map((n) => `${n} ${fix(median(list.map((m) => m.inner[n] ?? NaN)))}`).join(', ')
+      const counts = list.map((m) => m.instructions / 1000)
+      const count = instruments === undefined ? '' : ` ${fix(median(counts), 1)}k (${fix(Math.min(...counts), 1)}–${fix(Math.max(...counts), 1)}) |`
+      console.log(`| ${r.name} | ${r.label} | ${fix(median(usecs))} | ${fix(Math.min(...usecs))}–${fix(Math.max(...usecs))} | ${fix(list[0].commands, 1)} | ${inner} |${count}`)
+    }
+  } finally {
+    client.disconnect()
+    await (instruments === undefined ? server.stop() : instruments.close())
   }
-  const results = new Map(runs.map((r) => [r, []]))
-  for (let round = 0; round < ROUNDS; round++) {
-    await client.flushall() // this server is ours
-    for (const [index, r] of runs.entries()) results.get(r).push(await measure(client, instruments, r.sha, r.shape, `r${index}:`))
-    process.stderr.write(`round ${round + 1}/${ROUNDS}\n`)
-  }
-  console.log(`redis-server ${version}; ${ROUNDS} rounds of ${CALLS} calls per shape; µs inside Redis per request (EVALSHA, its commands included)\n`)
-  const counted = instruments === undefined ? '' : ' instructions / request, median (min–max) |'
-  console.log(`| shape | scripts | µs / request (median) | min–max | commands / request | inner commands (µs per call, median) |${counted}`)
-  console.log(`|---|---|---:|---:|---:|---|${instruments === undefined ? '' : '---:|'}`)
-  for (const r of runs) {
-    const list = results.get(r)
-    const usecs = list.map((m) => m.usec)
-    const names = Object.keys(list[0].inner)
-    const inner = names.map((n) => `${n} ${fix(median(list.map((m) => m.inner[n] ?? NaN)))}`).join(', ')
-    const counts = list.map((m) => m.instructions / 1000)
-    const count = instruments === undefined ? '' : ` ${fix(median(counts), 1)}k (${fix(Math.min(...counts), 1)}–${fix(Math.max(...counts), 1)}) |`
-    console.log(`| ${r.name} | ${r.label} | ${fix(median(usecs))} | ${fix(Math.min(...usecs))}–${fix(Math.max(...usecs))} | ${fix(list[0].commands, 1)} | ${inner} |${count}`)
-  }
-} finally {
-  client.disconnect()
-  await (instruments === undefined ? server.stop() : instruments.close())
 }
+
+// Run as a script (npm run bench:redis-scripts); imported (bench/sizing.js), only its helpers.
+if (process.argv[1] === fileURLToPath(import.meta.url)) await main()
