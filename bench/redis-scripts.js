@@ -53,7 +53,10 @@ function sources () {
     const [label, path] = entry.split('=')
     list.push({ label, read: (name) => readFileSync(join(path, `${name}.lua`), 'utf8') })
   }
-  return list.map(({ label, read }) => ({ label, consume: read('helpers') + read('consume'), settle: read('helpers') + read('settle') }))
+  return list.map(({ label, read }) => {
+    const consume = read('consume')
+    return { label, consume: read('helpers') + consume, settle: read('helpers') + read('settle'), packed: consume.includes('cjson.decode(ARGV[1])') }
+  })
 }
 
 // @fastify/rate-limit's script, as its RedisStore defines it (read from its source, not copied).
@@ -67,8 +70,12 @@ const ROOMY = [1e9, 0.001]
 /** A bucket of one token that refills 10 an hour: every call after a key's first refuses. */
 const FLOOD = [1, 10 / 3600]
 
-/** The consume script's arguments for `decisions` decisions of `buckets` buckets each, one policy per bucket position. */
-function consumeArgs (prefix, i, decisions, buckets, policy) {
+/**
+ * The consume script's arguments for `decisions` decisions of `buckets` buckets each, one policy per bucket position,
+ * in the script's layout: its numbers as one JSON array (`packed`, lib/stores/redis/consume-script.ts), or, for the
+ * scripts of a revision before that, one argument each.
+ */
+function consumeArgs (prefix, i, decisions, buckets, policy, packed) {
   const keys = []
   const per = []
   for (let d = 0; d < decisions; d++) {
@@ -79,6 +86,7 @@ function consumeArgs (prefix, i, decisions, buckets, policy) {
     }
   }
   const policies = Array.from({ length: buckets }, () => policy).flat()
+  if (packed) return [keys.length, ...keys, JSON.stringify([null, HEAD[1], 0, decisions, 0, buckets, ...policies, ...per])]
   return [keys.length, ...keys, ...HEAD, decisions, 0, buckets, ...policies, ...per]
 }
 
@@ -91,10 +99,10 @@ function settleArgs (prefix, i, buckets) {
 
 /** Each shape: which script, its arguments for call i, and how many requests a call stands for. */
 const SHAPES = {
-  'consume 1 bucket': { script: 'consume', perCall: 1, args: (p, i) => consumeArgs(p, i, 1, 1, ROOMY) },
-  'consume 2 buckets': { script: 'consume', perCall: 1, args: (p, i) => consumeArgs(p, i, 1, 2, ROOMY) },
-  'consume 10×1 batch': { script: 'consume', perCall: 10, args: (p, i) => consumeArgs(p, i, 10, 1, ROOMY) },
-  'consume refused': { script: 'consume', perCall: 1, args: (p, i) => consumeArgs(p, i, 1, 1, FLOOD) },
+  'consume 1 bucket': { script: 'consume', perCall: 1, args: (p, i, packed) => consumeArgs(p, i, 1, 1, ROOMY, packed) },
+  'consume 2 buckets': { script: 'consume', perCall: 1, args: (p, i, packed) => consumeArgs(p, i, 1, 2, ROOMY, packed) },
+  'consume 10×1 batch': { script: 'consume', perCall: 10, args: (p, i, packed) => consumeArgs(p, i, 10, 1, ROOMY, packed) },
+  'consume refused': { script: 'consume', perCall: 1, args: (p, i, packed) => consumeArgs(p, i, 1, 1, FLOOD, packed) },
   'settle 1 bucket': { script: 'settle', perCall: 1, args: (p, i) => settleArgs(p, i, 1) },
   'settle 10 buckets': { script: 'settle', perCall: 10, args: (p, i) => settleArgs(p, i, 10) },
   'frl': { script: 'frl', perCall: 1, args: (p, i) => [1, `${p}frl-${i % KEYS}`, 3_600_000, 1e9, 'false', 'false'] }
@@ -139,12 +147,12 @@ async function commandStats (client) {
 }
 
 /** Calls `sha` CALLS times with the shape's arguments; returns the µs per request and the commands per request. */
-async function measure (client, instruments, sha, shape, prefix) {
+async function measure (client, instruments, { sha, shape, packed }, prefix) {
   const warm = KEYS * 2 // every key written twice: the measured calls find them present
   const run = async (from, to) => {
     let next = from
     await Promise.all(Array.from({ length: IN_FLIGHT }, async () => {
-      while (next < to) await client.evalsha(sha, ...shape.args(prefix, next++))
+      while (next < to) await client.evalsha(sha, ...shape.args(prefix, next++, packed))
     }))
   }
   await run(0, warm) // and the flood's buckets spent
@@ -179,12 +187,12 @@ try {
   const frlSha = await client.script('LOAD', FRL)
   for (const [name, shape] of shapes) {
     if (shape.script === 'frl') runs.push({ name, shape, label: 'frl', sha: frlSha })
-    else for (const source of all) runs.push({ name, shape, label: source.label, sha: await client.script('LOAD', source[shape.script]) })
+    else for (const source of all) runs.push({ name, shape, label: source.label, packed: source.packed, sha: await client.script('LOAD', source[shape.script]) })
   }
   const results = new Map(runs.map((r) => [r, []]))
   for (let round = 0; round < ROUNDS; round++) {
     await client.flushall() // this server is ours
-    for (const [index, r] of runs.entries()) results.get(r).push(await measure(client, instruments, r.sha, r.shape, `r${index}:`))
+    for (const [index, r] of runs.entries()) results.get(r).push(await measure(client, instruments, r, `r${index}:`))
     process.stderr.write(`round ${round + 1}/${ROUNDS}\n`)
   }
   console.log(`redis-server ${version}; ${ROUNDS} rounds of ${CALLS} calls per shape; µs inside Redis per request (EVALSHA, its commands included)\n`)

@@ -40,7 +40,7 @@
 import { consume, consumeOne, enough, msUntil, tokensAt } from '../../engine/bucket.js'
 import type { BucketDecision, BucketPolicy, BucketState } from '../../types/engine.js'
 import type { BucketRequest } from '../../types/store.js'
-import { isEmpty, parseNumber } from './reply.js'
+import type { ReplyReader } from './reply.js'
 
 /** What the script tells about a refusal, beyond the decision (see scripts/consume.lua). */
 export interface ScriptRefusal {
@@ -51,22 +51,16 @@ export interface ScriptRefusal {
 }
 
 /**
- * Reads the refusal details that follow a refused decision in the script's reply,
- * from `values[at]`: the time, then one `"<tokens> <last ms> <ttl ms>"` (or `''`)
- * per bucket. Returns them and the index after them.
+ * Reads the refusal details that follow a refused decision in the script's reply:
+ * the time, then per bucket `<tokens> <last ms> <ttl ms>`, or `-` (absent).
  */
-export function readRefusal (values: readonly unknown[], at: number, count: number): { refusal: ScriptRefusal, next: number } {
+export function readRefusal (values: ReplyReader, count: number): ScriptRefusal {
+  const atMs = values.number()
   const buckets: ScriptRefusal['buckets'] = []
   for (let i = 0; i < count; i++) {
-    const text = values[at + 1 + i]
-    if (isEmpty(text)) {
-      buckets.push(undefined)
-      continue
-    }
-    const [tokens, lastMs, ttlMs] = String(text).split(' ').map(parseNumber) as [number, number, number]
-    buckets.push({ tokens, lastMs, ttlMs })
+    buckets.push(values.absent() ? undefined : { tokens: values.number(), lastMs: values.number(), ttlMs: values.number() })
   }
-  return { refusal: { atMs: parseNumber(values[at]), buckets }, next: at + 1 + count }
+  return { atMs, buckets }
 }
 
 interface Entry {

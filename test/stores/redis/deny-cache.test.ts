@@ -8,6 +8,7 @@ import tollgate, { memoryStore, redisStore, type Store } from '../../../lib/inde
 import type { BucketPolicy } from '../../../lib/types/engine.js'
 import type { BucketRequest } from '../../../lib/types/store.js'
 import { DenyCache, readRefusal, ZERO_COST_HOLD_MS } from '../../../lib/stores/redis/deny-cache.js'
+import { ReplyReader } from '../../../lib/stores/redis/reply.js'
 import { buildAppOn, manualClock } from '../../helpers.js'
 import { commandCalls, requireRedis, startRedis, type RedisServer } from '../../redis-server.js'
 
@@ -315,10 +316,8 @@ t.test('the cache on its own: no refusal is kept for a key in flight until its c
 })
 
 t.test('refusal details are read strictly from the script reply', async (t) => {
-  t.same(readRefusal(['x', '1000', '2 500 60000', '', 'y'], 1, 2), {
-    refusal: { atMs: 1000, buckets: [{ tokens: 2, lastMs: 500, ttlMs: 60_000 }, undefined] },
-    next: 4
-  })
-  t.same(readRefusal(['1000', '0 0 inf'], 0, 1).refusal.buckets, [{ tokens: 0, lastMs: 0, ttlMs: Infinity }], 'a key without TTL')
-  t.throws(() => readRefusal(['1000', 'nan 0 0'], 0, 1), /unexpected reply from the Redis script/)
+  t.same(readRefusal(new ReplyReader('1000 2 500 60000 -'), 2), { atMs: 1000, buckets: [{ tokens: 2, lastMs: 500, ttlMs: 60_000 }, undefined] })
+  t.same(readRefusal(new ReplyReader('1000 0 0 inf'), 1).buckets, [{ tokens: 0, lastMs: 0, ttlMs: Infinity }], 'a key without TTL')
+  t.throws(() => readRefusal(new ReplyReader('1000 nan 0 0'), 1), /unexpected reply from the Redis script/)
+  t.throws(() => readRefusal(new ReplyReader('1000 0 0'), 1), /unexpected reply from the Redis script/, 'a state cut short')
 })

@@ -4,7 +4,8 @@
 -- routes the call by it (no cross-slot flag). Loaded after helpers.lua (scripts.ts).
 --
 -- KEYS[1]: the bucket key.
--- ARGV: now, the never-full TTL and the fixed-TTL flag (as the consume script),
+-- ARGV: now (ms; '' = Redis TIME), the TTL (ms) of a bucket that never refills,
+--       '1' to give every key that TTL (a test clock),
 --       then the operation ('peek', 'refund' or 'reset'), the capacity, the refill
 --       per second, and an amount: for 'peek' the tokens the bucket must hold (the
 --       cost, or the capacity for an overdraft), for 'refund' the tokens given back.
@@ -12,6 +13,7 @@
 -- the ms until full ('inf': never); 'refund': the tokens after it (the capacity
 -- when the bucket is full, and its key deleted, or was absent and stays so);
 -- 'reset': '1' when a key was deleted, else '0'.
+startClock(ARGV[1] ~= '' and num(ARGV[1]), ARGV[2], ARGV[3] == '1')
 local op = ARGV[4]
 local k = KEYS[1]
 if op == 'reset' then return tostring(redis.call('DEL', k)) end

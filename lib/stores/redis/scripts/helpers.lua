@@ -1,10 +1,6 @@
 -- The first lines of every script of the family but the heartbeat, prepended to
 -- each when it is loaded (scripts.ts).
 --
--- The clock: the time `now` (ms) from ARGV[1] ('' = Redis `TIME`), and from
--- ARGV[2] and ARGV[3] the TTL (ms) of a bucket that never refills and the flag
--- '1' that gives every key that TTL (a test clock).
---
 -- The cost inside Redis sets the shapes below (npm run bench:redis-scripts
 -- --callgrind): each strtod and each '%.17g' (glibc's multi-precision
 -- printf) costs about as much as a Redis command called from the script, each
@@ -19,19 +15,6 @@ local function num (text)
   if text == '0' then return 0 end
   return text * 1
 end
-local now, nowText
-if ARGV[1] == '' then
-  -- Whole µs divided once: the quotient is the double nearest "<seconds><ms>.<µs>",
-  -- so that text, made from integers, parses back to exactly `now`.
-  local time = redis.call('TIME')
-  local us = num(time[2])
-  local fraction = us % 1000
-  now = (num(time[1]) * 1e6 + us) / 1000
-  nowText = string.format('%s%03d.%03d', time[1], (us - fraction) / 1000, fraction)
-else
-  now = num(ARGV[1])
-end
-local fixedTtl = ARGV[3] == '1'
 -- fmt: a number as a string that parses back exactly; a whole number below 2^53
 -- (but 0, which may be -0) as an integer, the same text as '%.17g' gives it.
 local exact = 2 ^ 53
@@ -39,7 +22,27 @@ local function fmt (x)
   if x % 1 == 0 and x < exact and x > -exact and x ~= 0 then return string.format('%d', x) end
   return string.format('%.17g', x)
 end
-if not nowText then nowText = fmt(now) end
+-- The clock, set by each script before it decides (startClock): the time `now` (ms)
+-- and its text, the TTL (ms) of a bucket that never refills (a number, or its text:
+-- parsed only when a bucket needs it), and whether every key gets that TTL (a test
+-- clock: Redis expires keys in its own time).
+local now, nowText, neverFullTtl, fixedTtl
+-- startClock: `given`, the time (ms), or false for Redis `TIME`.
+local function startClock (given, neverFull, fixed)
+  neverFullTtl, fixedTtl = neverFull, fixed
+  if given then
+    now = given
+    nowText = fmt(now)
+    return
+  end
+  -- Whole µs divided once: the quotient is the double nearest "<seconds><ms>.<µs>",
+  -- so that text, made from integers, parses back to exactly `now`.
+  local time = redis.call('TIME')
+  local us = num(time[2])
+  local fraction = us % 1000
+  now = (num(time[1]) * 1e6 + us) / 1000
+  nowText = string.format('%s%03d.%03d', time[1], (us - fraction) / 1000, fraction)
+end
 -- The longest TTL, in ms. A longer time until full (a refill of a token per
 -- millennium) is forever in practice, and from about 1e17 ms SET ... PX fails,
 -- which would fail the whole call after some of its writes were made.
@@ -94,16 +97,16 @@ local function readState (k)
   return { num(string.sub(text, 1, space - 1)), num(string.sub(text, space + 1)) }
 end
 -- ttlFor: the TTL (ms) of a bucket holding left tokens: its time until full (at
--- most maxTtl; 0 when full), or the never-full TTL (ARGV[2], read only when a
--- bucket needs it). Stored with '%d': redis.call would print a large number
+-- most maxTtl; 0 when full), or the never-full TTL (parsed only when a bucket
+-- needs it). Stored with '%d': redis.call would print a large number
 -- with an exponent.
 local function ttlFor (left, capacity, rate)
   local missing = capacity - left
   local ttl
   if missing <= 0 then ttl = 0
-  elseif rate == 0 then ttl = num(ARGV[2])
+  elseif rate == 0 then ttl = num(neverFullTtl)
   else ttl = math.ceil(missing * 1000 / rate) end
-  if fixedTtl then ttl = num(ARGV[2]) end
+  if fixedTtl then ttl = num(neverFullTtl) end
   if not (ttl < maxTtl) then ttl = maxTtl end -- inf and nan included
   return ttl
 end
