@@ -76,6 +76,9 @@ interface Entry {
 const samePolicy = (a: BucketPolicy, b: BucketPolicy): boolean =>
   a === b || (a.capacity === b.capacity && a.refillPerSecond === b.refillPerSecond)
 
+/** Keys at 0 requests in flight kept at least (see `landed`). */
+const IDLE_KEYS = 1024
+
 /** How long (ms) the state of a bucket asked for nothing is kept once it may be out of debt. */
 export const ZERO_COST_HOLD_MS = 100
 
@@ -91,8 +94,10 @@ function zeroCostUntil (early: BucketState | undefined, policy: BucketPolicy, se
 
 export class DenyCache {
   private readonly entries = new Map<string, Entry>()
-  /** Per key, this process's requests on their way to Redis (keys with none are absent). */
+  /** Per key, this process's requests on their way to Redis (0, or absent, for none). */
   private readonly inFlight = new Map<string, number>()
+  /** Keys at 0 in `inFlight`. */
+  private idle = 0
 
   /** `maxSize`: most bucket states kept (≥ 1); all are dropped when it is reached. */
   constructor (private readonly maxSize: number) {}
@@ -138,7 +143,12 @@ export class DenyCache {
    */
   sending (buckets: ReadonlyArray<Pick<BucketRequest, 'key'>>): void {
     this.forget(buckets)
-    for (const bucket of buckets) this.inFlight.set(bucket.key, (this.inFlight.get(bucket.key) ?? 0) + 1)
+    const inFlight = this.inFlight
+    for (const bucket of buckets) {
+      const count = inFlight.get(bucket.key)
+      if (count === 0) this.idle--
+      inFlight.set(bucket.key, (count ?? 0) + 1)
+    }
   }
 
   /**
@@ -160,9 +170,16 @@ export class DenyCache {
     for (const { buckets } of batch) {
       for (const bucket of buckets) {
         const count = inFlight.get(bucket.key) as number // counted by `sending`
-        if (count > 1) inFlight.set(bucket.key, count - 1)
-        else inFlight.delete(bucket.key)
+        inFlight.set(bucket.key, count - 1)
+        if (count === 1) this.idle++
       }
+    }
+    // A key's count stays at 0 when its last request lands (a Map's delete and
+    // re-add cost more than an update); the keys at 0 go once they outnumber both
+    // IDLE_KEYS and the keys in flight: a sweep each of them pays for once.
+    if (this.idle > IDLE_KEYS && this.idle > inFlight.size / 2) {
+      for (const [key, count] of inFlight) if (count === 0) inFlight.delete(key)
+      this.idle = 0
     }
   }
 
@@ -178,7 +195,7 @@ export class DenyCache {
     const toEarly = sentMs - refusal.atMs
     const toLate = receivedMs - refusal.atMs
     buckets.forEach((bucket, i) => {
-      if (this.inFlight.has(bucket.key)) return
+      if ((this.inFlight.get(bucket.key) ?? 0) > 0) return
       const state = refusal.buckets[i]
       const entry: Entry = state === undefined
         ? { policy: bucket.policy, early: undefined, late: undefined, untilMs: Infinity }
