@@ -13,7 +13,6 @@
 -- the ms until full ('inf': never); 'refund': the tokens after it (the capacity
 -- when the bucket is full, and its key deleted, or was absent and stays so);
 -- 'reset': '1' when a key was deleted, else '0'.
-startClock(ARGV[1] ~= '' and num(ARGV[1]), ARGV[2], ARGV[3] == '1')
 local op = ARGV[4]
 local k = KEYS[1]
 if op == 'reset' then return tostring(redis.call('DEL', k)) end

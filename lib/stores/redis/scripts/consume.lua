@@ -27,8 +27,8 @@
 -- (an absent bucket is a full one).
 -- A key decided several times in one call is read once and written once, at the
 -- end, with its last state: the same result as a GET and a SET per decision.
-local v = cjson.decode(ARGV[1])
-startClock(v[1] ~= cjson.null and v[1], v[2], v[3] == 1)
+-- The numbers of ARGV[1], decoded by helpers.lua (`head`).
+local v = head
 local decisions = v[4]
 local keysInArgv = v[5]
 local keys = KEYS

@@ -16,7 +16,6 @@
 --       capacity, refill per second, tokens spent (negative: given back), tokens
 --       to reserve.
 -- Returns, per bucket, as strings: its tokens after the call, the tokens reserved.
-startClock(ARGV[1] ~= '' and num(ARGV[1]), ARGV[2], ARGV[3] == '1')
 local count = num(ARGV[4])
 local keysInArgv = num(ARGV[5])
 local noDebt = ARGV[6] == '1'
