@@ -54,8 +54,8 @@ function sources () {
     list.push({ label, read: (name) => readFileSync(join(path, `${name}.lua`), 'utf8') })
   }
   return list.map(({ label, read }) => {
-    const consume = read('consume')
-    return { label, consume: read('helpers') + consume, settle: read('helpers') + read('settle'), packed: consume.includes('cjson.decode(ARGV[1])') }
+    const consume = read('helpers') + read('consume')
+    return { label, consume, settle: read('helpers') + read('settle'), packed: consume.includes('cjson.decode(') }
   })
 }
 

@@ -21,11 +21,14 @@ end
 -- They are ARGV, or, when ARGV[1] opens with '[' (the consume script, whose client
 -- sends every number in one argument), the numbers of the JSON array it holds.
 -- (A function setting the clock for each script cost 0.9k instructions a call.)
-local head = ARGV
-if string.byte(ARGV[1]) == 91 then head = cjson.decode(ARGV[1]) end
-local now, nowText
-local given = head[1]
-if given == '' or given == cjson.null then
+local head, now, nowText = ARGV, nil, nil
+local given = ARGV[1]
+if given ~= '' and string.byte(given) == 91 then
+  head = cjson.decode(given)
+  given = head[1]
+end
+if given ~= '' and given ~= cjson.null then now = num(given) end
+if not now then
   -- Whole µs divided once: the quotient is the double nearest "<seconds><ms>.<µs>",
   -- so that text, made from integers, parses back to exactly `now`.
   local time = redis.call('TIME')
@@ -33,10 +36,9 @@ if given == '' or given == cjson.null then
   local fraction = us % 1000
   now = (num(time[1]) * 1e6 + us) / 1000
   nowText = string.format('%s%03d.%03d', time[1], (us - fraction) / 1000, fraction)
-else
-  now = num(given)
 end
-local fixedTtl = head[3] == '1' or head[3] == 1
+local fixedTtl = head[3]
+fixedTtl = fixedTtl == '1' or fixedTtl == 1
 -- fmt: a number as a string that parses back exactly; a whole number below 2^53
 -- (but 0, which may be -0) as an integer, the same text as '%.17g' gives it.
 local exact = 2 ^ 53
