@@ -4,11 +4,11 @@
  * documented in the script).
  */
 import type { BucketPolicy } from '../../types/engine.js'
-import type { StoreDecision } from '../../types/store.js'
+import type { BucketRequest, StoreDecision } from '../../types/store.js'
 import type { Pending } from './batcher.js'
 import type { RedisClientLike, ScriptCall } from './client.js'
 import { readRefusal, type ScriptRefusal } from './deny-cache.js'
-import { isOne, parseNumber } from './reply.js'
+import { ReplyReader } from './reply.js'
 
 /** What a call of the consume script (or the settle script) needs besides its batch. */
 export interface ScriptCallOptions {
@@ -31,81 +31,109 @@ export interface ScriptDecision {
   refusal: ScriptRefusal | undefined
 }
 
+/** The numbers of the last call of one decision, and that decision's policies and costs. */
+export interface LastNumbers {
+  policies: readonly BucketPolicy[]
+  costs: readonly number[]
+  text: string
+}
+
+/** What a call of the consume script needs besides its batch. */
+export interface ConsumeCallOptions extends ScriptCallOptions {
+  /** Kept for the next call of one decision under the same policies and costs (updated in place). */
+  readonly last: LastNumbers
+}
+
+/** A store's `ConsumeCallOptions`, with nothing kept yet. */
+export function consumeCallOptions (options: ScriptCallOptions): ConsumeCallOptions {
+  return { ...options, last: { policies: [], costs: [], text: '' } }
+}
+
 /**
  * Calls the consume script for `batch`; resolves with its raw reply (`parseReply`
  * reads it). Throws when the client throws.
  *
- * The arguments go as one array of strings, which the client flattens (one level)
- * and sends as they are: nested arrays and numbers each cost the client (ioredis)
- * a conversion per argument, about as much again as writing it.
+ * Every number goes in one argument, a JSON array (layout in scripts/consume.lua):
+ * the client (ioredis) spends about 1.5k instructions on each argument of a
+ * command (flattening, writing), and the script reads the array in one cjson call.
+ * The keys go as they are, the only one of a batch of one as an argument itself,
+ * several as one array, which the client flattens (one level): spreading 100 000
+ * arguments into one call would overflow the stack.
  */
-export function callScript (options: ScriptCallOptions, batch: readonly Pending[]): Promise<unknown> {
-  const { client, command, cluster, prefix, neverFullTtlMs, clock } = options
+export function callScript (options: ConsumeCallOptions, batch: readonly Pending[]): Promise<unknown> {
+  const { client, command, cluster, prefix } = options
   const keys: string[] = []
-  const args: string[] = []
-  // Each distinct policy is sent once; a bucket refers to it by number.
-  const policyNumbers = new Map<BucketPolicy, string>()
-  const policies: string[] = []
-  for (const { buckets } of batch) {
-    args.push(argOf(buckets.length))
-    for (const bucket of buckets) {
-      keys.push(prefix + bucket.key)
-      let number = policyNumbers.get(bucket.policy)
-      if (number === undefined) {
-        number = argOf(policyNumbers.size + 1)
-        policyNumbers.set(bucket.policy, number)
-        policies.push(argOf(bucket.policy.capacity), argOf(bucket.policy.refillPerSecond))
-      }
-      args.push(number, argOf(bucket.cost))
-    }
-  }
-  const now = clock === undefined ? '' : argOf(clock())
-  const fixedTtl = clock === undefined ? '0' : '1'
-  const head = [now, argOf(neverFullTtlMs), fixedTtl, argOf(batch.length)]
-  const count = argOf(policyNumbers.size)
-  const argv = cluster ? ['1', keys[0] as string, ...head, argOf(keys.length), count] : [argOf(keys.length)]
-  if (!cluster) append(argv, keys).push(...head, '0', count)
-  append(append(argv, policies), args)
-  return command.call(client, cluster ? append(argv, keys) : argv)
+  for (const { buckets } of batch) for (const bucket of buckets) keys.push(prefix + bucket.key)
+  const numbers = batch.length === 1 && options.clock === undefined
+    ? numbersOfOne(options, (batch[0] as Pending).buckets)
+    : numbersOf(options, batch, keys.length)
+  const first = keys[0] as string
+  if (cluster) return command.call(client, '1', first, numbers, keys)
+  return keys.length === 1 ? command.call(client, '1', first, numbers) : command.call(client, String(keys.length), keys, numbers)
 }
-
-/** Appends `items` to `to` (`concat` takes a slow path for these arrays); returns `to`. */
-function append (to: string[], items: readonly string[]): string[] {
-  for (let i = 0; i < items.length; i++) to.push(items[i] as string)
-  return to
-}
-
-/** The strings of the small counts and costs, made once. */
-const SMALL = Array.from({ length: 256 }, (_, i) => String(i))
 
 /**
- * A number as a script argument, written as ioredis writes one (`String`, but an
- * integer beyond 2^53 in full digits), so the client leaves it as it is.
+ * The numbers of a call of one decision on Redis's clock: the last call's when its
+ * policies and costs were the same (most calls: a route's tier and cost), else made
+ * and kept as a sequential string. The client measures each argument with
+ * `Buffer.byteLength`, which takes a slow path (about 1k instructions more) for a
+ * concatenation (a V8 cons string); `toLowerCase` returns the flattened text itself
+ * when it has no capital letter, as here (digits, signs, commas, `null`, `e`).
  */
-export function argOf (value: number): string {
-  if (value >= 0 && value < 256 && Number.isInteger(value)) return SMALL[value] as string
-  return Number.isInteger(value) && !Number.isSafeInteger(value) ? BigInt(value).toString() : String(value)
+function numbersOfOne (options: ConsumeCallOptions, buckets: readonly BucketRequest[]): string {
+  const last = options.last
+  let same = buckets.length === last.policies.length
+  for (let i = 0; same && i < buckets.length; i++) {
+    const bucket = buckets[i] as BucketRequest
+    same = bucket.policy === last.policies[i] && bucket.cost === last.costs[i]
+  }
+  if (!same) {
+    last.policies = buckets.map((bucket) => bucket.policy)
+    last.costs = buckets.map((bucket) => bucket.cost)
+    last.text = numbersOf(options, [{ buckets }], buckets.length).toLowerCase()
+  }
+  return last.text
+}
+
+/** The numbers of a call (layout in scripts/consume.lua); `keyCount`: the batch's keys. */
+function numbersOf (options: ScriptCallOptions, batch: ReadonlyArray<Pick<Pending, 'buckets'>>, keyCount: number): string {
+  const { cluster, neverFullTtlMs, clock } = options
+  let decisions = ''
+  // Each distinct policy is sent once; a bucket refers to it by number (its place in
+  // `policies`, from 1). One decision's few buckets are looked up in the list.
+  const policies: BucketPolicy[] = []
+  const numbered = batch.length === 1 ? undefined : new Map<BucketPolicy, number>()
+  for (const { buckets } of batch) {
+    decisions += `,${buckets.length}`
+    for (const bucket of buckets) {
+      const policy = bucket.policy
+      let number = numbered === undefined ? policies.indexOf(policy) + 1 : numbered.get(policy) ?? 0
+      if (number === 0) {
+        number = policies.push(policy)
+        numbered?.set(policy, number)
+      }
+      decisions += `,${number},${bucket.cost}`
+    }
+  }
+  let policyValues = ''
+  for (const policy of policies) policyValues += `,${policy.capacity},${policy.refillPerSecond}`
+  // The test clock's time, and its flag: every key gets the never-full TTL.
+  const clockHead = clock === undefined ? '[null,' : `[${clock()},`
+  const fixedTtl = clock === undefined ? ',0,' : ',1,'
+  return `${clockHead}${neverFullTtlMs}${fixedTtl}${batch.length},${cluster ? keyCount : 0},${policies.length}${policyValues}${decisions}]`
 }
 
 /** The script's reply, one decision per entry of `batch` (layout in scripts/consume.lua). Throws on a reply it cannot read. */
 export function parseReply (reply: unknown, batch: readonly Pending[]): ScriptDecision[] {
-  const values = reply as unknown[]
+  const values = new ReplyReader(reply)
   const decisions: ScriptDecision[] = []
-  let at = 0
   for (const { buckets } of batch) {
-    const allowed = isOne(values[at])
-    const retryAfterMs = parseNumber(values[at + 1])
+    const allowed = values.one()
+    const retryAfterMs = values.number()
     const tokens: number[] = []
-    for (let i = 0; i < buckets.length; i++) tokens.push(parseNumber(values[at + 2 + i]))
-    at += 2 + buckets.length
-    const decision = { allowed, tokens, retryAfterMs }
-    if (allowed) {
-      decisions.push({ decision, refusal: undefined })
-      continue
-    }
-    const { refusal, next } = readRefusal(values, at, buckets.length)
-    at = next
-    decisions.push({ decision, refusal })
+    for (let i = 0; i < buckets.length; i++) tokens.push(values.number())
+    decisions.push({ decision: { allowed, tokens, retryAfterMs }, refusal: allowed ? undefined : readRefusal(values, buckets.length) })
   }
+  values.end()
   return decisions
 }

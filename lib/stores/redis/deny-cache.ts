@@ -40,7 +40,7 @@
 import { consume, consumeOne, enough, msUntil, tokensAt } from '../../engine/bucket.js'
 import type { BucketDecision, BucketPolicy, BucketState } from '../../types/engine.js'
 import type { BucketRequest } from '../../types/store.js'
-import { isEmpty, parseNumber } from './reply.js'
+import type { ReplyReader } from './reply.js'
 
 /** What the script tells about a refusal, beyond the decision (see scripts/consume.lua). */
 export interface ScriptRefusal {
@@ -51,22 +51,16 @@ export interface ScriptRefusal {
 }
 
 /**
- * Reads the refusal details that follow a refused decision in the script's reply,
- * from `values[at]`: the time, then one `"<tokens> <last ms> <ttl ms>"` (or `''`)
- * per bucket. Returns them and the index after them.
+ * Reads the refusal details that follow a refused decision in the script's reply:
+ * the time, then per bucket `<tokens> <last ms> <ttl ms>`, or `-` (absent).
  */
-export function readRefusal (values: readonly unknown[], at: number, count: number): { refusal: ScriptRefusal, next: number } {
+export function readRefusal (values: ReplyReader, count: number): ScriptRefusal {
+  const atMs = values.number()
   const buckets: ScriptRefusal['buckets'] = []
   for (let i = 0; i < count; i++) {
-    const text = values[at + 1 + i]
-    if (isEmpty(text)) {
-      buckets.push(undefined)
-      continue
-    }
-    const [tokens, lastMs, ttlMs] = String(text).split(' ').map(parseNumber) as [number, number, number]
-    buckets.push({ tokens, lastMs, ttlMs })
+    buckets.push(values.absent() ? undefined : { tokens: values.number(), lastMs: values.number(), ttlMs: values.number() })
   }
-  return { refusal: { atMs: parseNumber(values[at]), buckets }, next: at + 1 + count }
+  return { atMs, buckets }
 }
 
 interface Entry {
@@ -81,6 +75,9 @@ interface Entry {
 
 const samePolicy = (a: BucketPolicy, b: BucketPolicy): boolean =>
   a === b || (a.capacity === b.capacity && a.refillPerSecond === b.refillPerSecond)
+
+/** Keys at 0 requests in flight kept at least (see `landed`). */
+const IDLE_KEYS = 1024
 
 /** How long (ms) the state of a bucket asked for nothing is kept once it may be out of debt. */
 export const ZERO_COST_HOLD_MS = 100
@@ -97,8 +94,10 @@ function zeroCostUntil (early: BucketState | undefined, policy: BucketPolicy, se
 
 export class DenyCache {
   private readonly entries = new Map<string, Entry>()
-  /** Per key, this process's requests on their way to Redis (keys with none are absent). */
+  /** Per key, this process's requests on their way to Redis (0, or absent, for none). */
   private readonly inFlight = new Map<string, number>()
+  /** Keys at 0 in `inFlight`. */
+  private idle = 0
 
   /** `maxSize`: most bucket states kept (≥ 1); all are dropped when it is reached. */
   constructor (private readonly maxSize: number) {}
@@ -144,7 +143,12 @@ export class DenyCache {
    */
   sending (buckets: ReadonlyArray<Pick<BucketRequest, 'key'>>): void {
     this.forget(buckets)
-    for (const bucket of buckets) this.inFlight.set(bucket.key, (this.inFlight.get(bucket.key) ?? 0) + 1)
+    const inFlight = this.inFlight
+    for (const bucket of buckets) {
+      const count = inFlight.get(bucket.key)
+      if (count === 0) this.idle--
+      inFlight.set(bucket.key, (count ?? 0) + 1)
+    }
   }
 
   /**
@@ -166,9 +170,16 @@ export class DenyCache {
     for (const { buckets } of batch) {
       for (const bucket of buckets) {
         const count = inFlight.get(bucket.key) as number // counted by `sending`
-        if (count > 1) inFlight.set(bucket.key, count - 1)
-        else inFlight.delete(bucket.key)
+        inFlight.set(bucket.key, count - 1)
+        if (count === 1) this.idle++
       }
+    }
+    // A key's count stays at 0 when its last request lands (a Map's delete and
+    // re-add cost more than an update); the keys at 0 go once they outnumber both
+    // IDLE_KEYS and the keys in flight: a sweep each of them pays for once.
+    if (this.idle > IDLE_KEYS && this.idle > inFlight.size / 2) {
+      for (const [key, count] of inFlight) if (count === 0) inFlight.delete(key)
+      this.idle = 0
     }
   }
 
@@ -184,7 +195,7 @@ export class DenyCache {
     const toEarly = sentMs - refusal.atMs
     const toLate = receivedMs - refusal.atMs
     buckets.forEach((bucket, i) => {
-      if (this.inFlight.has(bucket.key)) return
+      if ((this.inFlight.get(bucket.key) ?? 0) > 0) return
       const state = refusal.buckets[i]
       const entry: Entry = state === undefined
         ? { policy: bucket.policy, early: undefined, late: undefined, untilMs: Infinity }

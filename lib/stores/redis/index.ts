@@ -25,7 +25,7 @@ import { BucketCalls, parseReading } from './bucket-script.js'
 import { RedisCalls } from './calls.js'
 import type { BreakerState } from './circuit-breaker.js'
 import { whenConnected, type RedisClientLike } from './client.js'
-import { callScript, parseReply, type ScriptCallOptions, type ScriptDecision } from './consume-script.js'
+import { callScript, consumeCallOptions, parseReply, type ConsumeCallOptions, type ScriptDecision } from './consume-script.js'
 import { DenyCache } from './deny-cache.js'
 import { Fallback } from './fallback.js'
 import { Heartbeat } from './heartbeat.js'
@@ -53,7 +53,7 @@ export class RedisStore implements Store {
   private readonly denials: DenyCache | undefined
   private readonly fallback: Fallback
   private readonly batcher: MicroBatcher
-  private readonly script: ScriptCallOptions
+  private readonly script: ConsumeCallOptions
   private readonly buckets: BucketCalls
   private readonly settleScript: SettleCallOptions
   private readonly heartbeat: Heartbeat
@@ -72,9 +72,10 @@ export class RedisStore implements Store {
     this.denials = checked.denyCacheSize > 0 ? new DenyCache(checked.denyCacheSize) : undefined
     const cluster = calls.cluster
     const scripts = defineScripts(client, cluster)
-    this.script = { client, command: scripts.consume, cluster, prefix, neverFullTtlMs, clock }
+    const consume = { client, command: scripts.consume, cluster, prefix, neverFullTtlMs, clock }
+    this.script = consumeCallOptions(consume)
     this.buckets = new BucketCalls({ client, command: scripts.bucket, neverFullTtlMs, clock, prefix, calls, denials: this.denials, log, now })
-    this.settleScript = { ...this.script, command: scripts.settle, debt: 'any' }
+    this.settleScript = { ...consume, command: scripts.settle, debt: 'any' }
     const chargeScript: SettleCallOptions = { ...this.settleScript, debt: 'none' }
     this.fallback = new Fallback({
       ...checked, liveReplicas: () => this.liveReplicas, clock: now, log,

@@ -8,6 +8,7 @@ import tollgate, { memoryStore, redisStore, type Store } from '../../../lib/inde
 import type { BucketPolicy } from '../../../lib/types/engine.js'
 import type { BucketRequest } from '../../../lib/types/store.js'
 import { DenyCache, readRefusal, ZERO_COST_HOLD_MS } from '../../../lib/stores/redis/deny-cache.js'
+import { ReplyReader } from '../../../lib/stores/redis/reply.js'
 import { buildAppOn, manualClock } from '../../helpers.js'
 import { commandCalls, requireRedis, startRedis, type RedisServer } from '../../redis-server.js'
 
@@ -314,11 +315,35 @@ t.test('the cache on its own: no refusal is kept for a key in flight until its c
   t.match(cache.lookup(request('a'), 0), { allowed: false, retryAfterMs: 3000 }, 'none in flight: kept')
 })
 
+t.test('the cache on its own: the keys no request is on any more are dropped once they outnumber those in flight', async (t) => {
+  const policy = { capacity: 10, refillPerSecond: 1 }
+  const refusal = { atMs: 0, buckets: [{ tokens: 2, lastMs: 0, ttlMs: 60_000 }] }
+  const request = (key: string) => [{ key, policy, cost: 5 }]
+  const cache = new DenyCache(10)
+  const counted = (cache as unknown as { inFlight: Map<string, number> }).inFlight
+  cache.sending(request('held'))
+  cache.sending(request('back'))
+  cache.landed([{ buckets: request('back') }])
+  cache.sending(request('back')) // in flight again after it had landed
+  let most = 0
+  for (let i = 0; i < 5000; i++) {
+    cache.sending(request(`k${i}`))
+    cache.landed([{ buckets: request(`k${i}`) }])
+    most = Math.max(most, counted.size)
+  }
+  t.ok(most <= 1027 && counted.size < 1027, `5 000 keys sent and answered: at most ${most} counted at once`)
+  for (const key of ['held', 'back']) {
+    cache.remember(request(key), refusal, 0, 0)
+    t.equal(cache.lookup(request(key), 0), undefined, `${key}: still in flight, no refusal kept`)
+    cache.landed([{ buckets: request(key) }])
+    cache.remember(request(key), refusal, 0, 0)
+    t.match(cache.lookup(request(key), 0), { allowed: false }, `${key}: landed, its refusal kept`)
+  }
+})
+
 t.test('refusal details are read strictly from the script reply', async (t) => {
-  t.same(readRefusal(['x', '1000', '2 500 60000', '', 'y'], 1, 2), {
-    refusal: { atMs: 1000, buckets: [{ tokens: 2, lastMs: 500, ttlMs: 60_000 }, undefined] },
-    next: 4
-  })
-  t.same(readRefusal(['1000', '0 0 inf'], 0, 1).refusal.buckets, [{ tokens: 0, lastMs: 0, ttlMs: Infinity }], 'a key without TTL')
-  t.throws(() => readRefusal(['1000', 'nan 0 0'], 0, 1), /unexpected reply from the Redis script/)
+  t.same(readRefusal(new ReplyReader('1000 2 500 60000 -'), 2), { atMs: 1000, buckets: [{ tokens: 2, lastMs: 500, ttlMs: 60_000 }, undefined] })
+  t.same(readRefusal(new ReplyReader('1000 0 0 inf'), 1).buckets, [{ tokens: 0, lastMs: 0, ttlMs: Infinity }], 'a key without TTL')
+  t.throws(() => readRefusal(new ReplyReader('1000 nan 0 0'), 1), /unexpected reply from the Redis script/)
+  t.throws(() => readRefusal(new ReplyReader('1000 0 0'), 1), /unexpected reply from the Redis script/, 'a state cut short')
 })

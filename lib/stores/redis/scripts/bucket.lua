@@ -4,7 +4,8 @@
 -- routes the call by it (no cross-slot flag). Loaded after helpers.lua (scripts.ts).
 --
 -- KEYS[1]: the bucket key.
--- ARGV: now, the never-full TTL and the fixed-TTL flag (as the consume script),
+-- ARGV: now (ms; '' = Redis TIME), the TTL (ms) of a bucket that never refills,
+--       '1' to give every key that TTL (a test clock),
 --       then the operation ('peek', 'refund' or 'reset'), the capacity, the refill
 --       per second, and an amount: for 'peek' the tokens the bucket must hold (the
 --       cost, or the capacity for an overdraft), for 'refund' the tokens given back.

@@ -7,7 +7,8 @@
 --
 -- KEYS: the bucket keys, in order; on a Cluster KEYS holds only the first and ARGV
 --       ends with every key (as the consume script).
--- ARGV: now, the never-full TTL and the fixed-TTL flag (as the consume script),
+-- ARGV: now (ms; '' = Redis TIME), the TTL (ms) of a bucket that never refills,
+--       '1' to give every key that TTL (a test clock),
 --       the number of buckets, the number of keys at the end of ARGV (0: the keys
 --       are KEYS), '1' when a debit may not put a bucket into debt (the Redis
 --       store's charge-back of its local fallback: it takes a bucket down to zero
