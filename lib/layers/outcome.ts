@@ -48,14 +48,9 @@ function enforce (prepared: RefusalAnswerer): Outcome {
       step.request.log.debug({ rateLimit: limit }, 'fastify-tollgate: refused')
       const seconds = retryAfterSeconds(limit.retryAfterMs)
       const refusal = { bodies: penalized ? REFUSAL_BODIES.penalized : REFUSAL_BODIES.limited, decision: limit, seconds }
-      if (prepared.answer(step, refusal)) {
-        step.done(ANSWERED)
-        return
-      }
-      if (seconds !== undefined) step.reply.header('retry-after', seconds)
-      // RFC 6585: a 429 must not be stored by a cache.
-      step.reply.header('cache-control', 'no-store')
-      step.done(penalized ? new PenalizedError(limit) : new RateLimitedError(limit))
+      // Sets `Retry-After` and `Cache-Control`; answered from the hook, or handed to Fastify as the error it is.
+      if (prepared.answer(step, refusal)) step.done(ANSWERED)
+      else step.done(penalized ? new PenalizedError(limit) : new RateLimitedError(limit))
     },
     unavailable (step, error, byPolicy) {
       logUnavailable(step, error, byPolicy, 'refused')

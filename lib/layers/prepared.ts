@@ -11,7 +11,7 @@
  * handler and hooks are fixed once the app is ready.
  */
 import { tracingChannel } from 'node:diagnostics_channel'
-import { writeRefusal, type Refusal } from '../output/refusal-reply.js'
+import { setRefusalHeaders, writeRefusal, type Refusal } from '../output/refusal-reply.js'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 
 /** The Fastify internals a prepared refusal reads. */
@@ -94,13 +94,20 @@ interface Exchange {
   reply: FastifyReply
 }
 
-/** Answers a refusal from the hook when it may, and says whether it did (else the refusal goes to Fastify). */
+/** Sets a refusal's headers, and sends its response from the hook when it may. */
 export interface RefusalAnswerer {
+  /** Sets `refusal`'s own headers on the reply; sends its response if it may, and says whether it did (else the refusal goes to Fastify). */
   answer (exchange: Exchange, refusal: Refusal): boolean
 }
 
-/** Without Fastify's internals: every refusal goes to Fastify. */
-const UNPREPARED: RefusalAnswerer = { answer: () => false }
+/** Without Fastify's internals: the headers through `reply.header` (as `setRefusalHeaders` sets them), and every refusal goes to Fastify. */
+const UNPREPARED: RefusalAnswerer = {
+  answer ({ reply }, { seconds }) {
+    if (seconds !== undefined) reply.header('retry-after', seconds)
+    reply.header('cache-control', 'no-store')
+    return false
+  }
+}
 
 /** The answerer for the app of `fastify`: prepared refusals, unless Fastify's internals are missing. */
 export function refusalAnswerer (fastify: object): RefusalAnswerer {
@@ -116,9 +123,9 @@ class PreparedRefusals implements RefusalAnswerer {
   constructor (private readonly internals: FastifyInternals) {}
 
   /**
-   * Sends `refusal`'s response if this request's refusal may be answered here,
-   * and says whether it did. Never for a reply with trailers, nor while Fastify's
-   * handler tracing has subscribers.
+   * Sets `refusal`'s headers, then sends its response if this request's refusal
+   * may be answered here, and says whether it did. Never for a reply with
+   * trailers, nor while Fastify's handler tracing has subscribers.
    */
   answer ({ request, reply }: Exchange, refusal: Refusal): boolean {
     const { internals } = this
@@ -129,8 +136,10 @@ class PreparedRefusals implements RefusalAnswerer {
       this.contexts.set(context, answers)
     }
     const fields = reply as unknown as Record<symbol, unknown>
+    const headers = fields[internals.headers] as Record<string, unknown>
+    setRefusalHeaders(headers, refusal.seconds)
     if (!answers || fields[internals.trailers] !== null || handlerTrace.hasSubscribers) return false
-    writeRefusal(reply.raw, fields[internals.headers] as Record<string, unknown>, refusal)
+    writeRefusal(reply.raw, headers, refusal)
     return true
   }
 }

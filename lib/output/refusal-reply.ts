@@ -57,16 +57,24 @@ export class RefusalBodies {
 }
 
 /**
- * Ends `raw` with the refusal's response: `retry-after` (when `seconds` is set)
- * and `cache-control` into `headers`, as the refusal's error path sets them,
- * then `content-type` and `content-length` last (one set earlier is replaced
- * there, as Fastify's error handler does), then the body. `headers`: the reply's
- * own headers object (Fastify's), in the order they were set.
+ * Sets a refusal's own headers in `headers`, the reply's headers object
+ * (Fastify's), as `reply.header` would: `retry-after` when the refusal has one,
+ * and `cache-control: no-store` (RFC 6585: a 429 must not be stored by a cache).
+ * layers/prepared.ts sets them through `reply.header` when it cannot reach the object.
+ */
+export function setRefusalHeaders (headers: Record<string, unknown>, seconds: number | undefined): void {
+  if (seconds !== undefined) headers['retry-after'] = seconds
+  headers['cache-control'] = 'no-store'
+}
+
+/**
+ * Ends `raw` with the refusal's response, its own headers already in `headers`
+ * (`setRefusalHeaders`): `content-type` and `content-length` last (one set
+ * earlier is replaced there, as Fastify's error handler does), then the body.
+ * `headers`: the reply's own headers object (Fastify's), in the order they were set.
  */
 export function writeRefusal (raw: ServerResponse, headers: Record<string, unknown>, refusal: Refusal): void {
   const body = refusal.bodies.of(refusal.decision, refusal.seconds)
-  if (refusal.seconds !== undefined) headers['retry-after'] = refusal.seconds
-  headers['cache-control'] = 'no-store'
   if (headers['content-type'] !== undefined) delete headers['content-type']
   if (headers['content-length'] !== undefined) delete headers['content-length']
   headers['content-type'] = ERROR_CONTENT_TYPE

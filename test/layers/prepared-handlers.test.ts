@@ -5,7 +5,7 @@
 import { tracingChannel } from 'node:diagnostics_channel'
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import t from 'tap'
-import tollgate, { memoryStore, RateLimitedError, type TollgateOptions } from '../../lib/index.js'
+import tollgate, { memoryStore, RateLimitedError, type LimitDecision, type TollgateOptions } from '../../lib/index.js'
 import { fastifyInternals, refusalAnswerer } from '../../lib/layers/prepared.js'
 import { outcomeOf } from '../../lib/layers/outcome.js'
 import { logSink, manualClock } from '../helpers.js'
@@ -166,13 +166,18 @@ t.test('an outcome without Fastify\'s internals sends each refusal through Fasti
   const unprepared = outcomeOf(false, refusalAnswerer({}))
   const { lines, logger } = logSink()
   const app = Fastify({ logger })
-  const limit = { layer: 'edge' as const, allowed: false, cost: 1, retryAfterMs: 2500, buckets: [] }
-  app.get('/', { onRequest: (request, reply, done) => { unprepared.refused({ request, reply, done }, limit, false) } }, hello)
+  const limit = (retryAfterMs: number): LimitDecision => ({ layer: 'edge', allowed: false, cost: 1, retryAfterMs, buckets: [] })
+  app.get('/', { onRequest: (request, reply, done) => { unprepared.refused({ request, reply, done }, limit(2500), false) } }, hello)
+  app.get('/never', { onRequest: (request, reply, done) => { unprepared.refused({ request, reply, done }, limit(Infinity), false) } }, hello)
   const refused = await app.inject('/')
   t.equal(refused.statusCode, 429)
   t.equal(refused.headers['retry-after'], '3')
   t.equal(refused.headers['cache-control'], 'no-store')
   t.same(refused.json(), { statusCode: 429, code: 'TOLLGATE_RATE_LIMITED', error: 'Too Many Requests', message: 'Rate limit exceeded, retry in 3 seconds' })
   t.ok(lines.some((line) => line.level === 30 && line.msg === 'Rate limit exceeded, retry in 3 seconds'), 'through the default error handler')
+  const never = await app.inject('/never')
+  t.equal(never.headers['retry-after'], undefined, 'no Retry-After for a quota that does not refill')
+  t.equal(never.headers['cache-control'], 'no-store')
+  t.equal(never.json<{ message: string }>().message, 'Rate limit exceeded: this quota does not refill')
   await app.close()
 })
