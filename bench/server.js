@@ -21,7 +21,8 @@ async function build () {
   const app = Fastify({ logger: false })
   const [name, layerSet] = scenario.split(':')
   // `both-settle`, `flood-share`…: the layers, then the edge mode (`edge.mode`) after the dash;
-  // `both-metrics`: both layers, with fastify-tollgate/metrics subscribed (its cost per request).
+  // `both-metrics`: both layers, with fastify-tollgate/metrics subscribed (its cost per request);
+  // `flood-handler`: the flood, with an error handler of the app's that shapes the refusal's body.
   const [layers, modeName] = (layerSet ?? '').split('-')
   const edgeMode = { undefined: 'exact', settle: 'settle', share: 'replica-share' }[modeName]
   const useRedis = scenario.endsWith(':redis') // the store is the last part: floor:redis has no layer set
@@ -50,6 +51,11 @@ async function build () {
     if (modeName === 'metrics') {
       const [{ tollgateMetrics }, { Registry }] = await Promise.all([import('fastify-tollgate/metrics'), import('prom-client')])
       tollgateMetrics({ registry: new Registry() })
+    }
+    if (modeName === 'handler') {
+      app.setErrorHandler((error, request, reply) => {
+        reply.code(error.statusCode ?? 500).send({ refused: error.code })
+      })
     }
     await app.register(tollgate, options)
   } else if (name === 'frl') {

@@ -21,6 +21,7 @@ import { decorator } from './layers/decorator.js'
 import { createEdgeHook } from './layers/edge.js'
 import { appKeys } from './layers/keys.js'
 import type { RouteQuotas } from './layers/manual.js'
+import { refusalAnswerer } from './layers/prepared.js'
 import { join } from './layers/registrations.js'
 import { RouteTable } from './layers/routes.js'
 import { wire } from './wire.js'
@@ -29,7 +30,7 @@ import { wire } from './wire.js'
 const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyInstance, options) => {
   const plan = checkOptions(options)
   const { group, publish } = join(fastify, plan.name)
-  const { settings, close } = wire(plan, fastify.log, group)
+  const { settings, close } = wire(plan, { log: fastify.log, group, refusals: refusalAnswerer(fastify) })
   const { edge, app } = settings
   const context = hookContext(fastify, settings)
   const release = startupWarnings(plan, context)

@@ -18,6 +18,7 @@ import { edgeKeys, storedUserId } from './layers/keys.js'
 import { Lookups } from './layers/lookup.js'
 import type { Group } from './layers/registrations.js'
 import { outcomeOf } from './layers/outcome.js'
+import type { RefusalAnswerer } from './layers/prepared.js'
 import { Penalties } from './layers/penalty.js'
 
 /** The runtime, and how to release it. */
@@ -27,8 +28,15 @@ export interface Wired {
   close: () => Promise<void>
 }
 
-/** Builds the runtime of `plan`; `log` is the app's logger, which the stores log through; `group`: the app's registrations. */
-export function wire (plan: Plan, log: FastifyBaseLogger, group: Group): Wired {
+/** What the runtime is wired into: the app's logger (the stores log through it), its registrations, and how its refusals may be answered. */
+export interface WireContext {
+  log: FastifyBaseLogger
+  group: Group
+  refusals: RefusalAnswerer
+}
+
+/** Builds the runtime of `plan` in the app of `context`. */
+export function wire (plan: Plan, { log, group, refusals }: WireContext): Wired {
   const store: Store = plan.store ?? new MemoryStore()
   const clock = store.localClock ?? ((): number => performance.now())
   store.useLogger?.(log)
@@ -39,7 +47,7 @@ export function wire (plan: Plan, log: FastifyBaseLogger, group: Group): Wired {
   const shadowCounter = plan.shadow ? new ShadowCounter(plan.shadowReport.minutes, plan.shadowReport.keys, clock) : undefined
   const lookups = new Lookups(plan.asyncTimeoutMs, log, clock)
   const decided = { edge: Symbol('fastify-tollgate: edge decision'), app: Symbol('fastify-tollgate: app decision') }
-  const settings: Settings = { ...plan, store, edge, app, outcome: outcomeOf(plan.shadow), penalties, shadowCounter, lookups, group, decided }
+  const settings: Settings = { ...plan, store, edge, app, outcome: outcomeOf(plan.shadow, refusals), penalties, shadowCounter, lookups, group, decided }
   return {
     settings,
     close: async () => {

@@ -7,8 +7,17 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { LimitDecision } from '../types/decision.js'
 import { PenalizedError, RateLimitedError, StoreUnavailableError } from '../output/errors.js'
+import { retryAfterSeconds } from '../output/headers.js'
+import { REFUSAL_BODIES } from '../output/refusal-reply.js'
+import type { RefusalAnswerer } from './prepared.js'
 
 export type Done = (error?: Error) => void
+
+/**
+ * What `done` gets after a refusal answered from the hook: the reply is sent,
+ * so Fastify ignores it, and what wraps `done` (edge.ts) sees that the step ended in a refusal.
+ */
+const ANSWERED = new Error('fastify-tollgate: refusal answered')
 
 /** How a step ends: its request, reply and the hook's `done`. */
 export interface StepEnd {
@@ -26,21 +35,28 @@ export interface Outcome {
   unavailable (step: StepEnd, error: unknown, byPolicy: boolean): void
 }
 
-/** Refusals are sent: 429 (or 403 in a penalty) with `Retry-After`, 503 when the store could not decide. */
-const ENFORCE: Outcome = {
-  shadow: false,
-  refused (step, limit, penalized) {
-    step.request.log.debug({ rateLimit: limit }, 'fastify-tollgate: refused')
-    const refusal = penalized ? new PenalizedError(limit) : new RateLimitedError(limit)
-    if (refusal.retryAfterSeconds !== undefined) step.reply.header('retry-after', refusal.retryAfterSeconds)
-    // RFC 6585: a 429 must not be stored by a cache.
-    step.reply.header('cache-control', 'no-store')
-    step.done(refusal)
-  },
-  unavailable (step, error, byPolicy) {
-    logUnavailable(step, error, byPolicy, 'refused')
-    step.reply.header('retry-after', 1)
-    step.done(byPolicy ? error as Error : new StoreUnavailableError())
+/**
+ * Refusals are sent: 429 (or 403 in a penalty) with `Retry-After`, 503 when the
+ * store could not decide. A refusal goes to Fastify as the error it is (its error
+ * handler shapes the response), unless `prepared` answers it from the hook with
+ * the response Fastify's default error handler would give (prepared.ts).
+ */
+function enforce (prepared: RefusalAnswerer): Outcome {
+  return {
+    shadow: false,
+    refused (step, limit, penalized) {
+      step.request.log.debug({ rateLimit: limit }, 'fastify-tollgate: refused')
+      const seconds = retryAfterSeconds(limit.retryAfterMs)
+      const refusal = { bodies: penalized ? REFUSAL_BODIES.penalized : REFUSAL_BODIES.limited, decision: limit, seconds }
+      // Sets `Retry-After` and `Cache-Control`; answered from the hook, or handed to Fastify as the error it is.
+      if (prepared.answer(step, refusal)) step.done(ANSWERED)
+      else step.done(penalized ? new PenalizedError(limit) : new RateLimitedError(limit))
+    },
+    unavailable (step, error, byPolicy) {
+      logUnavailable(step, error, byPolicy, 'refused')
+      step.reply.header('retry-after', 1)
+      step.done(byPolicy ? error as Error : new StoreUnavailableError())
+    }
   }
 }
 
@@ -57,7 +73,8 @@ const SHADOW: Outcome = {
   }
 }
 
-export const outcomeOf = (shadow: boolean): Outcome => shadow ? SHADOW : ENFORCE
+/** The outcome of a registration: shadow mode's, or enforcing, with refusals answered by `prepared` where it may. */
+export const outcomeOf = (shadow: boolean, prepared: RefusalAnswerer): Outcome => shadow ? SHADOW : enforce(prepared)
 
 function logUnavailable (step: StepEnd, error: unknown, byPolicy: boolean, outcome: string): void {
   if (byPolicy) {

@@ -16,6 +16,34 @@ import type { LimitDecision } from '../types/decision.js'
  */
 type TollgateError<C extends string, S extends number, A extends unknown[]> = FastifyErrorConstructor<{ code: C, statusCode: S }, A>
 
+/** What tells one kind of refusal from another in its response: status, code, and the rule of its message. */
+export interface RefusalKind {
+  readonly statusCode: number
+  readonly code: string
+  /** The message of a refusal of this kind: `seconds`, its `Retry-After` (`undefined`: none is sent). */
+  message (decision: LimitDecision, seconds: number | undefined): string
+}
+
+/** A bucket is empty: 429, `TOLLGATE_RATE_LIMITED` (RateLimitedError). */
+export const RATE_LIMITED: RefusalKind = {
+  statusCode: 429,
+  code: 'TOLLGATE_RATE_LIMITED',
+  message: (decision, seconds) => seconds !== undefined
+    ? `Rate limit exceeded, retry in ${seconds} second${seconds === 1 ? '' : 's'}`
+    : decision.buckets.some((bucket) => bucket.capacity < decision.cost)
+      ? 'Rate limit exceeded: this request costs more than the quota holds'
+      : 'Rate limit exceeded: this quota does not refill'
+}
+
+/** A penalty of status 403 is in force: 403, `TOLLGATE_PENALIZED` (PenalizedError). */
+export const PENALIZED: RefusalKind = {
+  statusCode: 403,
+  code: 'TOLLGATE_PENALIZED',
+  message: (_decision, seconds) => seconds === undefined
+    ? 'Refused: too many requests after being limited'
+    : `Refused for ${seconds} second${seconds === 1 ? '' : 's'}: too many requests after being limited`
+}
+
 // No `%s` in the message: @fastify/error would run util.format on every refusal.
 const RateLimitedBase: TollgateError<'TOLLGATE_RATE_LIMITED', 429, []> = createError(
   'TOLLGATE_RATE_LIMITED', 'Rate limit exceeded', 429, Error, false)
@@ -37,11 +65,7 @@ export class RateLimitedError extends RateLimitedBase {
   constructor (decision: LimitDecision) {
     super()
     const seconds = retryAfterSeconds(decision.retryAfterMs)
-    this.message = seconds !== undefined
-      ? `Rate limit exceeded, retry in ${seconds} second${seconds === 1 ? '' : 's'}`
-      : decision.buckets.some((bucket) => bucket.capacity < decision.cost)
-        ? 'Rate limit exceeded: this request costs more than the quota holds'
-        : 'Rate limit exceeded: this quota does not refill'
+    this.message = RATE_LIMITED.message(decision, seconds)
     this.decision = decision
     this.retryAfterSeconds = seconds
   }
@@ -56,11 +80,9 @@ export class RateLimitedError extends RateLimitedBase {
 export class PenalizedError extends RateLimitedError {
   constructor (decision: LimitDecision) {
     super(decision)
-    ;(this as { code: string }).code = 'TOLLGATE_PENALIZED'
-    ;(this as { statusCode: number }).statusCode = 403
-    this.message = this.retryAfterSeconds === undefined
-      ? 'Refused: too many requests after being limited'
-      : `Refused for ${this.retryAfterSeconds} second${this.retryAfterSeconds === 1 ? '' : 's'}: too many requests after being limited`
+    ;(this as { code: string }).code = PENALIZED.code
+    ;(this as { statusCode: number }).statusCode = PENALIZED.statusCode
+    this.message = PENALIZED.message(decision, this.retryAfterSeconds)
   }
 }
 // @fastify/error answers `instanceof` by the base's marker, which every RateLimitedError carries: tell them apart by code.

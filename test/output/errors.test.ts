@@ -123,18 +123,21 @@ t.test('the errors page recipe: a setErrorHandler that shapes the 429 body from 
   }
 })
 
-t.test("refusals and Fastify's logs: its default error handler logs each at info; the recipes quiet it", async (t) => {
-  const refusalLines = async (quiet: 'no' | 'setErrorHandler' | 'logController') => {
+t.test("refusals and Fastify's logs: none from Fastify for a refusal answered from the hook; on Fastify's error path its default handler logs each at info, and the recipes quiet it", async (t) => {
+  // An onError hook (an error reporter's) keeps refusals on Fastify's error path (lib/layers/prepared.ts).
+  const refusalLines = async (setup: 'answered' | 'errorPath' | 'setErrorHandler' | 'logController') => {
     const { lines, logger } = logSink()
-    const { app } = await buildApp({ edge: { capacity: 1, refillPerSecond: 1 } }, quiet === 'logController' ? { logger, logController: new QuietRefusals() } : { logger })
-    if (quiet === 'setErrorHandler') rateLimitErrors(app)
+    const { app } = await buildApp({ edge: { capacity: 1, refillPerSecond: 1 } }, setup === 'logController' ? { logger, logController: new QuietRefusals() } : { logger })
+    if (setup === 'setErrorHandler') rateLimitErrors(app)
+    if (setup === 'errorPath' || setup === 'logController') app.addHook('onError', (_request, _reply, _error, done) => { done() })
     app.get('/', async () => 'ok')
     for (let i = 0; i < 4; i++) await app.inject('/')
     await app.close()
     const about = lines.filter((line) => (line.err as { code?: string } | undefined)?.code === 'TOLLGATE_RATE_LIMITED' || line.msg === 'rate limited')
     return about.map((line) => line.level)
   }
-  t.same(await refusalLines('no'), [30, 30, 30], "Fastify's default handler: one info line per refusal, with the error")
+  t.same(await refusalLines('answered'), [], 'answered from the hook: no line from Fastify')
+  t.same(await refusalLines('errorPath'), [30, 30, 30], "Fastify's default handler: one info line per refusal, with the error")
   t.same(await refusalLines('setErrorHandler'), [20, 20, 20], 'the setErrorHandler recipe: debug')
   t.same(await refusalLines('logController'), [20, 20, 20], 'the LogController recipe: debug')
   t.ok(page('observability.md').includes(recipe('quiet-refusals.ts')), 'docs/observability.md shows test/recipes/quiet-refusals.ts as it is')
