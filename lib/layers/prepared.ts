@@ -139,7 +139,6 @@ class PreparedRefusals implements RefusalAnswerer {
     const headers = fields[internals.headers] as Record<string, unknown>
     setRefusalHeaders(headers, refusal.seconds)
     if (!answers || fields[internals.trailers] !== null || handlerTrace.hasSubscribers) return false
-    writeRefusal(reply.raw, headers, refusal)
-    return true
+    return writeRefusal(reply.raw, headers, refusal)
   }
 }

@@ -72,15 +72,27 @@ export function setRefusalHeaders (headers: Record<string, unknown>, seconds: nu
  * (`setRefusalHeaders`): `content-type` and `content-length` last (one set
  * earlier is replaced there, as Fastify's error handler does), then the body.
  * `headers`: the reply's own headers object (Fastify's), in the order they were set.
+ * Says whether it wrote; when Node refuses the response, nothing is written.
  */
-export function writeRefusal (raw: ServerResponse, headers: Record<string, unknown>, refusal: Refusal): void {
+export function writeRefusal (raw: ServerResponse, headers: Record<string, unknown>, refusal: Refusal): boolean {
   const body = refusal.bodies.of(refusal.decision, refusal.seconds)
   if (headers['content-type'] !== undefined) delete headers['content-type']
   if (headers['content-length'] !== undefined) delete headers['content-length']
   headers['content-type'] = ERROR_CONTENT_TYPE
   headers['content-length'] = body.length
-  raw.writeHead(refusal.bodies.statusCode, headers as OutgoingHttpHeaders)
+  const { statusCode, statusMessage } = raw
+  try {
+    raw.writeHead(refusal.bodies.statusCode, headers as OutgoingHttpHeaders)
+  } catch {
+    // Node refused: the response was sent already (a timeout answered it while the
+    // decision was on its way), or a header set earlier is invalid. Nothing was
+    // written; Fastify's path answers (or ignores) the refusal as it did before.
+    raw.statusCode = statusCode
+    raw.statusMessage = statusMessage
+    return false
+  }
   raw.end(body.text)
+  return true
 }
 
 /** The bodies of a 429 and of a 403 in a penalty. */

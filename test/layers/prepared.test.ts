@@ -134,3 +134,33 @@ t.test('a reply with trailers takes Fastify\'s path (it would send them)', async
   for (let i = 0; i < 2; i++) t.equal(await rawResponse(prepared.app), await rawResponse(reference.app))
   t.equal(prepared.errorLogs(), 1, 'through the default error handler')
 })
+
+t.test('a refusal Node will not write (the response sent already, or an invalid header set earlier) goes to Fastify\'s path: no crash, the same answer as before', async (t) => {
+  // Decided after an await (an async key, an async identify), a throw from writing would be uncaught.
+  const setup: Setup = {
+    options: {
+      edge: { capacity: 1, refillPerSecond: 1, key: async () => 'one client' },
+      app: { tiers: { default: { capacity: 1, refillPerSecond: 1 } }, identify: async () => ({ id: 'u1' }) }
+    },
+    before: (app) => {
+      app.addHook('onRequest', async (request, reply) => {
+        // Ends the response behind Fastify's back: the plugin's refusal comes after it.
+        if (request.headers['x-early'] !== undefined) reply.raw.end('early')
+        // Not a Latin-1 value: Node refuses to write it.
+        if (request.headers['x-bad'] !== undefined) void reply.header('x-user', '日本')
+      })
+    }
+  }
+  const prepared = await build(t, setup)
+  const reference = await build(t, setup, throughFastify)
+  for (const { app } of [prepared, reference]) t.equal((await app.inject('/')).statusCode, 200, 'the one token')
+  for (const headers of [{ 'x-early': '1' }, { 'x-bad': '1' }, {}]) {
+    const answers = []
+    for (const { app } of [prepared, reference]) {
+      const response = await app.inject({ url: '/', headers })
+      answers.push({ status: response.statusCode, body: response.body })
+    }
+    t.same(answers[0], answers[1], `${JSON.stringify(headers)}: as through Fastify's path`)
+  }
+  t.equal((await prepared.app.inject('/')).statusCode, 429, 'the app still answers')
+})
