@@ -1,7 +1,7 @@
 -- The least any token bucket on one shared clock makes Redis do per call: read the
 -- clock once (TIME), then per key read its state (GET) and write it back with a TTL
 -- (SET PX), and answer one integer per key. No arithmetic, no parsing, no formatting.
--- Called with the consume script's arguments (which it ignores, but Redis still
+-- Called with the consume or the settle script's arguments (which it ignores, but Redis still
 -- receives and wraps them), so its cost is the floor of that call's shape:
 --   npm run bench:redis-scripts -- --callgrind --dir floor=bench/redis-floor
 local time = redis.call('TIME')
