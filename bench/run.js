@@ -3,8 +3,8 @@
 // Fastify from the same run. Writes bench/results/results.{md,json,svg}.
 //
 // BENCH_ROUNDS (default 3), BENCH_DURATION seconds per run (default 3, after a
-// 1 s warm-up), BENCH_ONLY (a substring of the scenario names to run; bare always
-// runs), BENCH_PIN=0 to let the server and the load share both cores (by default,
+// 1 s warm-up), BENCH_ONLY (substrings of the scenario names to run, comma-separated;
+// bare always runs), BENCH_PIN=0 to let the server and the load share both cores (by default,
 // where taskset exists, the server runs on core 0 and autocannon on core 1).
 import { execFileSync, spawn } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
@@ -56,8 +56,8 @@ const SCENARIOS = [
   ['tollgate both memory pipelined', 'tollgate:both:memory', 10, 'pipelining 10']
 ].map(([label, scenario, pipelining, about]) => ({ label, scenario, pipelining, about }))
 
-const only = process.env.BENCH_ONLY
-const chosen = SCENARIOS.filter((s) => only === undefined || s.label.startsWith('bare') || s.label.includes(only))
+const only = process.env.BENCH_ONLY?.split(',')
+const chosen = SCENARIOS.filter((s) => only === undefined || s.label.startsWith('bare') || only.some((part) => s.label.includes(part)))
 
 async function startServer (scenario, port, redisPort) {
   const command = [process.execPath, '--expose-gc', 'bench/server.js', scenario, String(port), String(redisPort)]
