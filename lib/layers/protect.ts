@@ -51,7 +51,7 @@ export function admit (settings: Settings, route: ProtectedRoute, admission: Adm
     admission.request.log.info({ rateLimit: limit }, 'fastify-tollgate: would shed (shadow mode)')
     report(settings, admission, limit)
   }
-  protection.enter(admission.reply, route.latency)
+  protection.enter(admission.request, admission.reply, route.latency)
   return true
 }
 

@@ -4,7 +4,7 @@
  * the health signals (protect-signals.ts) and split by priority. layers/protect.ts
  * admits and sheds with it.
  */
-import type { FastifyReply } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { ProtectPlan } from '../config/plan.js'
 import { ConcurrencyLimit } from '../engine/concurrency-limit.js'
 import { OverloadedError, overloaded } from '../output/errors.js'
@@ -17,6 +17,13 @@ import type { RouteLatency, Signals } from './protect-signals.js'
 function sharesOf (priorities: readonly string[]): Map<string, number> {
   const levels = priorities.length + 1
   return new Map(priorities.map((tier, i) => [tier, (levels - 1 - i) / levels]))
+}
+
+/** An admitted request in flight: when it was admitted, its route's latency, and whether it left. */
+interface InFlight {
+  readonly started: number
+  readonly latency: RouteLatency | undefined
+  left: boolean
 }
 
 /** The longest `Retry-After` of a shed request, in ms. */
@@ -32,6 +39,8 @@ export class Protection implements ProtectionState {
   private intervalStart: number
   private readonly shares: Map<string, number>
   private readonly release: () => void
+  /** Where a request holds its entry (this registration's own symbol). */
+  private readonly admitted = Symbol('fastify-tollgate: in flight')
 
   constructor (readonly plan: ProtectPlan, readonly signals: Signals, private readonly clock: () => number, readonly registration: string | undefined) {
     this.law = new ConcurrencyLimit({ min: plan.minConcurrency, max: plan.maxConcurrency })
@@ -58,14 +67,24 @@ export class Protection implements ProtectionState {
     return this.law.admits(this.inFlight, share)
   }
 
-  /** Counts an admitted request in flight until its response ends (or its client goes). */
-  enter (reply: FastifyReply, latency: RouteLatency | undefined): void {
+  /**
+   * Counts an admitted request in flight until its handler's work is over: at
+   * `onSend` (its reply is being sent: the handler returned, or failed), or when
+   * its response finished without one (a hijacked reply). A client that goes
+   * away does not end it: its handler still holds what it holds.
+   */
+  enter (request: FastifyRequest, reply: FastifyReply, latency: RouteLatency | undefined): void {
     if (++this.inFlight > this.peak) this.peak = this.inFlight
-    const started = this.clock()
-    reply.raw.once('close', () => {
-      this.inFlight--
-      latency?.add(this.clock() - started)
-    })
+    const entry: InFlight = { started: this.clock(), latency, left: false }
+    ;(request as unknown as Record<symbol, InFlight>)[this.admitted] = entry
+    reply.raw.once('finish', () => { this.leave(entry) })
+  }
+
+  /** The `onSend` hook (added for every route of the plugin's context): an admitted request's work is over. */
+  readonly onSend = (request: FastifyRequest, _reply: FastifyReply, payload: unknown, done: (error: null, payload: unknown) => void): void => {
+    const entry = (request as unknown as Record<symbol, InFlight | undefined>)[this.admitted]
+    if (entry !== undefined) this.leave(entry)
+    done(null, payload)
   }
 
   /** Counts a shed request, and returns the `Retry-After` it gets, in ms. */
@@ -77,6 +96,13 @@ export class Protection implements ProtectionState {
   close (): void {
     this.signals.close()
     this.release()
+  }
+
+  private leave (entry: InFlight): void {
+    if (entry.left) return
+    entry.left = true
+    this.inFlight--
+    entry.latency?.add(this.clock() - entry.started)
   }
 
   private tick (now: number): void {

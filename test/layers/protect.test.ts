@@ -192,7 +192,7 @@ test('shadow mode: a would-be shed is logged, counted, given to onLimit, and adm
   await Promise.all(held)
 })
 
-test('a request that fails, and one whose client goes away, leave the count', async (t) => {
+test('a request that fails, and one whose client goes away, leave the count when their handlers end', async (t) => {
   const p = await protectedApp(t)
   const failed = await hold(p, 2, 'anonymous', '/fail')
   await p.app.listen({ port: 0, host: '127.0.0.1' })
@@ -202,10 +202,21 @@ test('a request that fails, and one whose client goes away, leave the count', as
   gone.end()
   while (p.state().inFlight < 3) await new Promise((resolve) => setTimeout(resolve, 5))
   gone.destroy()
-  while (p.state().inFlight > 2) await new Promise((resolve) => setTimeout(resolve, 5))
-  t.equal(p.state().inFlight, 2, 'the abandoned request left at once')
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  t.equal(p.state().inFlight, 3, 'an abandoned request stays in flight while its handler works')
   p.held.release()
   for (const response of await Promise.all(failed)) t.equal(response.statusCode, 500)
+  while (p.state().inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 5))
+  t.equal(p.state().inFlight, 0, 'and leaves when it ends')
+})
+
+test('a hijacked reply leaves the count when its response finishes', async (t) => {
+  const p = await protectedApp(t, {}, {}, undefined, (app) => {
+    app.get('/hijack', async (_request, reply) => { reply.hijack(); reply.raw.end('raw') })
+  })
+  const response = await p.app.inject('/hijack')
+  t.equal(response.body, 'raw')
+  for (let i = 0; i < 100 && p.state().inFlight > 0; i++) await new Promise((resolve) => setTimeout(resolve, 5))
   t.equal(p.state().inFlight, 0)
 })
 
