@@ -140,4 +140,14 @@ t.test('endOnThrow calls done once: a throw after done is only logged', async (t
   const other = { ...end, done: (error?: Error) => { calls.push(error?.message) } }
   endOnThrow(other, () => { throw new Error('early') })
   t.same(calls, [undefined, 'early'])
+  const twice = { ...end, done: (error?: Error) => { calls.push(error?.message ?? 'done') } }
+  endOnThrow(twice, () => { twice.done(); twice.done() })
+  t.same(calls.slice(2), ['done'], 'a second done is ignored')
+  const odd = { ...end, done: (error?: Error) => { calls.push(error) } }
+  // eslint-disable-next-line @typescript-eslint/only-throw-error
+  endOnThrow(odd, () => { throw 'a string' })
+  const thrown = calls[3] as Error
+  t.ok(thrown instanceof Error)
+  t.equal(thrown.message, 'fastify-tollgate: a rate-limit step threw a string')
+  t.equal(thrown.cause, 'a string')
 })

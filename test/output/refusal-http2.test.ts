@@ -6,6 +6,7 @@ import { connect } from 'node:http2'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import tollgate, { memoryStore } from '../../lib/index.js'
+import { REFUSAL_BODIES, writeRefusal } from '../../lib/output/refusal-reply.js'
 
 t.test('HTTP/2: a prepared 429 emits no process warning', async (t) => {
   const warnings: string[] = []
@@ -15,14 +16,21 @@ t.test('HTTP/2: a prepared 429 emits no process warning', async (t) => {
   const app = Fastify({ http2: true })
   await app.register(tollgate, { store: memoryStore(), edge: { capacity: 1, refillPerSecond: 0.001 } })
   app.get('/', async () => ({ ok: 1 }))
+  let late: boolean | undefined
+  app.get('/late', { config: { rateLimit: false } }, async (_request, reply) => {
+    reply.hijack()
+    reply.raw.end('sent')
+    // The response is sent: Node refuses the refusal's head, and nothing is written.
+    late = writeRefusal(reply.raw as unknown as Parameters<typeof writeRefusal>[0], {}, { bodies: REFUSAL_BODIES.limited, decision: { layer: 'edge', allowed: false, cost: 1, retryAfterMs: 1000, buckets: [] }, seconds: 1 })
+  })
   await app.listen({ port: 0, host: '127.0.0.1' })
   t.teardown(() => app.close())
   const client = connect(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}`)
   t.teardown(() => { client.close() })
   const answers: Array<{ status: unknown, body: string }> = []
-  for (let i = 0; i < 2; i++) {
+  for (const path of ['/', '/', '/late']) {
     answers.push(await new Promise((resolve, reject) => {
-      const request = client.request({ ':path': '/' })
+      const request = client.request({ ':path': path })
       let status: unknown
       let body = ''
       request.on('response', (headers) => { status = headers[':status'] })
@@ -32,7 +40,9 @@ t.test('HTTP/2: a prepared 429 emits no process warning', async (t) => {
       request.end()
     }))
   }
-  t.same(answers.map((answer) => answer.status), [200, 429])
+  t.same(answers.map((answer) => answer.status), [200, 429, 200])
+  t.equal(late, false, 'a refusal after the response was sent writes nothing')
+  t.equal(answers[2]?.body, 'sent')
   t.match(JSON.parse(answers[1]?.body ?? '{}'), { statusCode: 429, code: 'TOLLGATE_RATE_LIMITED' })
   // A warning is emitted on the next tick.
   await new Promise((resolve) => setImmediate(resolve))
