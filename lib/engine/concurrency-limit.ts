@@ -9,7 +9,7 @@
  *   the smoothed one is taken at once, one below it is approached by `DECAY`
  *   of the gap per interval, so one quiet interval does not undo a cut.
  * - over target (smoothed > 1): multiplicative decrease from the concurrency in
- *   use, `limit = max(floor, min(limit, peak) × max(MAX_CUT, 1 / overload))`:
+ *   use, `limit = max(floor, min(limit, inUse) × max(MAX_CUT, 1 / overload))`:
  *   twice the target halves it (the most one interval cuts), 10% over cuts 9%.
  * - at or under target, after an interval that shed requests: the limit probes
  *   upward, up to `max`: it doubles until its first cut (slow start, as TCP's),
@@ -35,8 +35,12 @@ export interface LimitBounds {
 export interface Interval {
   /** The largest ratio of a signal to its target (0 when no signal had a reading). */
   readonly overload: number
-  /** The most requests in flight at once during the interval. */
-  readonly peak: number
+  /**
+   * The limit in use during the interval: the least limit under which every
+   * request it admitted would have passed (for a single priority, the most
+   * requests in flight at once).
+   */
+  readonly inUse: number
   /** Requests shed (or, in shadow mode, that would have been) during the interval. */
   readonly shed: number
 }
@@ -63,22 +67,12 @@ export class ConcurrencyLimit {
     const seen = Number.isFinite(interval.overload) ? Math.max(0, interval.overload) : this.overload
     this.overload = seen >= this.overload ? seen : this.overload + DECAY * (seen - this.overload)
     if (this.overload > 1) {
-      const inUse = Math.min(this.limit, Math.max(interval.peak, min))
+      const inUse = Math.min(this.limit, Math.max(interval.inUse, min))
       this.limit = clamp(inUse * Math.max(MAX_CUT, 1 / this.overload), min, max)
       this.cut = true
     } else if (interval.shed > 0) {
       this.limit = clamp(this.cut ? this.limit + Math.max(1, this.limit * GROWTH) : this.limit * 2, min, max)
     }
-  }
-
-  /**
-   * Whether a request of a priority whose share of the limit is `share` (from 0
-   * to 1; 1 for the highest) is admitted with `inFlight` requests in flight.
-   * Shares fall with priority, so a lower priority is shed before a higher one:
-   * while one is admitted, every higher one is too.
-   */
-  admits (inFlight: number, share: number): boolean {
-    return inFlight < this.limit * share
   }
 
   /**

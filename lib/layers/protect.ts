@@ -11,6 +11,7 @@ import type { LimitDecision } from '../types/decision.js'
 import type { Settings } from './context.js'
 import type { Done } from './outcome.js'
 import type { RouteLatency } from './protect-signals.js'
+import type { Level } from '../engine/priority-levels.js'
 import type { Protection } from './protection.js'
 import { giveBackOthers } from './registrations.js'
 import { callOnLimit } from './step.js'
@@ -39,9 +40,9 @@ export interface Admission {
  */
 export function admit (settings: Settings, route: ProtectedRoute, admission: Admission): boolean {
   const { protection } = route
-  const share = protection.shareOf(admission.tier, route.critical)
-  if (!protection.admits(share)) {
-    const limit = shedDecision(settings, protection, admission, share)
+  const level = protection.levelOf(admission.tier, route.critical)
+  if (!protection.admits(level)) {
+    const limit = shedDecision(settings, protection, admission, level)
     if (!settings.outcome.shadow) {
       if (settings.group.size > 1) giveBackOthers(admission.request, settings)
       report(settings, admission, limit)
@@ -51,19 +52,19 @@ export function admit (settings: Settings, route: ProtectedRoute, admission: Adm
     admission.request.log.info({ rateLimit: limit }, 'fastify-tollgate: would shed (shadow mode)')
     report(settings, admission, limit)
   }
-  protection.enter(admission.request, admission.reply, route.latency)
+  protection.enter(level, admission.request, admission.reply, route.latency)
   return true
 }
 
-/** A shed as `onLimit`, the logs and the metrics see it: one bucket named `protect`, its capacity the requests in flight its priority may have. */
-function shedDecision (settings: Settings, protection: Protection, admission: Admission, share: number): LimitDecision {
+/** A shed as `onLimit`, the logs and the metrics see it: one bucket named `protect`, its capacity the requests in flight its level and those above it may have. */
+function shedDecision (settings: Settings, protection: Protection, admission: Admission, level: Level): LimitDecision {
   const limit: LimitDecision = {
     layer: 'protect',
     allowed: false,
     tier: admission.tier,
     cost: 1,
-    retryAfterMs: protection.noteShed(share),
-    buckets: [{ name: 'protect', key: admission.key(), capacity: Math.floor(protection.limit * share), refillPerSecond: 0, tokens: 0 }]
+    retryAfterMs: protection.noteShed(level),
+    buckets: [{ name: 'protect', key: admission.key(), capacity: Math.floor(protection.limit * level.share), refillPerSecond: 0, tokens: 0 }]
   }
   if (settings.name !== undefined) limit.registration = settings.name
   return limit

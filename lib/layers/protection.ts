@@ -12,15 +12,11 @@ import { openProtection, type ProtectionState } from '../output/protection-state
 import { RefusalBodies } from '../output/refusal-reply.js'
 import type { RefusalReason } from './outcome.js'
 import type { RouteLatency, Signals } from './protect-signals.js'
-
-/** Priority shares: `critical` routes have the whole limit; the tiers, highest first, fall by equal steps. */
-function sharesOf (priorities: readonly string[]): Map<string, number> {
-  const levels = priorities.length + 1
-  return new Map(priorities.map((tier, i) => [tier, (levels - 1 - i) / levels]))
-}
+import { PriorityLevels, type Level } from '../engine/priority-levels.js'
 
 /** An admitted request in flight: when it was admitted, its route's latency, and whether it left. */
 interface InFlight {
+  readonly level: Level
   readonly started: number
   readonly latency: RouteLatency | undefined
   left: boolean
@@ -31,40 +27,44 @@ const MAX_RETRY_MS = 60_000
 
 /** One registration's capacity protection in this process. */
 export class Protection implements ProtectionState {
-  inFlight = 0
   readonly law: ConcurrencyLimit
   readonly reason: RefusalReason
-  private peak = 0
+  private readonly priorities: PriorityLevels
+  /** The interval's limit in use: the least limit under which its admissions would all have passed. */
+  private inUse = 0
   private shed = 0
   private intervalStart: number
-  private readonly shares: Map<string, number>
+  /** Each tier's level. */
+  private readonly tierLevels: Map<string, Level>
   private readonly release: () => void
   /** Where a request holds its entry (this registration's own symbol). */
   private readonly admitted = Symbol('fastify-tollgate: in flight')
 
   constructor (readonly plan: ProtectPlan, readonly signals: Signals, private readonly clock: () => number, readonly registration: string | undefined) {
     this.law = new ConcurrencyLimit({ min: plan.minConcurrency, max: plan.maxConcurrency })
-    this.shares = sharesOf(plan.priorities)
+    this.priorities = new PriorityLevels(plan.priorities.length + 1)
+    this.tierLevels = new Map(plan.priorities.map((tier, i) => [tier, this.priorities.levels[i + 1] as Level]))
     this.intervalStart = clock()
     const kind = overloaded(plan.status)
     this.reason = { bodies: new RefusalBodies(kind), error: (limit) => new OverloadedError(limit, plan.status) }
     this.release = openProtection(this)
   }
 
+  get inFlight (): number { return this.priorities.total }
   get limit (): number { return this.law.limit }
   get overload (): number { return this.law.overload }
   get ratios (): Signals['last'] { return this.signals.last }
 
-  /** The share of the limit of `tier`, one of the app layer's (config/protect.ts lists them all); 1 on a critical route. */
-  shareOf (tier: string, critical: boolean): number {
-    return critical ? 1 : this.shares.get(tier) as number
+  /** The level of `tier`, one of the app layer's (config/protect.ts lists them all); critical routes' on a critical route. */
+  levelOf (tier: string, critical: boolean): Level {
+    return (critical ? this.priorities.levels[0] : this.tierLevels.get(tier)) as Level
   }
 
-  /** Whether a request of `share` is admitted now; the interval moves on first when it is over. */
-  admits (share: number): boolean {
+  /** Whether a request of `level` is admitted now; the interval moves on first when it is over. */
+  admits (level: Level): boolean {
     const now = this.clock()
     if (now - this.intervalStart >= this.plan.intervalMs) this.tick(now)
-    return this.law.admits(this.inFlight, share)
+    return this.priorities.admits(level, this.law.limit)
   }
 
   /**
@@ -73,9 +73,10 @@ export class Protection implements ProtectionState {
    * its response finished without one (a hijacked reply). A client that goes
    * away does not end it: its handler still holds what it holds.
    */
-  enter (request: FastifyRequest, reply: FastifyReply, latency: RouteLatency | undefined): void {
-    if (++this.inFlight > this.peak) this.peak = this.inFlight
-    const entry: InFlight = { started: this.clock(), latency, left: false }
+  enter (level: Level, request: FastifyRequest, reply: FastifyReply, latency: RouteLatency | undefined): void {
+    const use = this.priorities.enter(level)
+    if (use > this.inUse) this.inUse = use
+    const entry: InFlight = { level, started: this.clock(), latency, left: false }
     ;(request as unknown as Record<symbol, InFlight>)[this.admitted] = entry
     reply.raw.once('finish', () => { this.leave(entry) })
   }
@@ -88,9 +89,9 @@ export class Protection implements ProtectionState {
   }
 
   /** Counts a shed request, and returns the `Retry-After` it gets, in ms. */
-  noteShed (share: number): number {
+  noteShed (level: Level): number {
     this.shed++
-    return Math.min(MAX_RETRY_MS, Math.max(1000, this.law.recoveryMs(this.inFlight, share, this.plan.intervalMs)))
+    return Math.min(MAX_RETRY_MS, Math.max(1000, this.law.recoveryMs(this.priorities.countUpTo(level), level.share, this.plan.intervalMs)))
   }
 
   close (): void {
@@ -101,13 +102,13 @@ export class Protection implements ProtectionState {
   private leave (entry: InFlight): void {
     if (entry.left) return
     entry.left = true
-    this.inFlight--
+    this.priorities.leave(entry.level)
     entry.latency?.add(this.clock() - entry.started)
   }
 
   private tick (now: number): void {
-    this.law.update({ overload: this.signals.read(), peak: this.peak, shed: this.shed })
-    this.peak = this.inFlight
+    this.law.update({ overload: this.signals.read(), inUse: this.inUse, shed: this.shed })
+    this.inUse = this.priorities.inUse()
     this.shed = 0
     this.intervalStart = now
   }
