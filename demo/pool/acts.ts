@@ -2,20 +2,18 @@
  * The pool scenario's acts: who sends what, to which server, for how long.
  * Each phase starts its own API process (server.ts) with its config, drives the
  * classes of clients against it (load.ts), and reads the server's CPU and pool
- * timeouts before and after. Durations are parameters: the demo runs the full
+ * timeouts before and after. Durations and the hold are parameters: the demo runs the full
  * acts, the test shorter ones.
  */
 import { drive, type ClientClass, type LoadRun } from './load.js'
 import { startServer } from './child.js'
-import type { ServerConfig } from './config.js'
+import { capacityPerSecond, HOLD_MS, type ServerConfig } from './config.js'
 
-/** About what the pool serves: 10 connections each held 20 ms (a little less in practice). */
-export const CAPACITY_PER_SECOND = 500
-
+/** The classes of clients at the demo's hold (20 ms: a capacity of about 500/s); `scaled` adapts them to another. */
 export const FAIR: ClientClass = { name: 'fair users', clients: 20, perClientPerSecond: 5, tier: 'default', addressBase: 1 }
 export const VIP: ClientClass = { name: 'vip users', clients: 10, perClientPerSecond: 5, tier: 'vip', addressBase: 2 }
 /** One address at five times the capacity. */
-export const ABUSER: ClientClass = { name: 'abuser (1 address)', clients: 1, perClientPerSecond: 5 * CAPACITY_PER_SECOND, addressBase: 3 }
+export const ABUSER: ClientClass = { name: 'abuser (1 address)', clients: 1, perClientPerSecond: 5 * capacityPerSecond(HOLD_MS), addressBase: 3 }
 /** 1 000 anonymous addresses, each well within its edge (25/s) and tier (3/s) quota; three times the capacity together. */
 export const CROWD: ClientClass = { name: 'anonymous crowd', clients: 1000, perClientPerSecond: 1.5, addressBase: 4 }
 
@@ -29,41 +27,46 @@ export interface Phase {
 export interface PhaseResult {
   phase: Phase
   run: LoadRun
-  /** The server's CPU over the run, in ms, and the requests it answered POOL_TIMEOUT. */
+  /** The server's CPU over the run, in ms, the requests it answered POOL_TIMEOUT, and its event loop's p99 delay. */
   serverCpuMs: number
   serverPoolTimeouts: number
+  serverEventLoopDelayP99Ms: number
 }
 
-export interface Durations {
+export interface Plan {
   baselineMs: number
   act1Ms: number
   act2Ms: number
   /** Act 3: the flood, then the tail (vip, fair and a trickle of the crowd's addresses) in which sheds must stop. */
   floodMs: number
   tailMs: number
+  /**
+   * How long a request holds its connection. Every class's rate scales with the capacity it gives
+   * (10 connections / holdMs): a longer hold is the same scenario with fewer requests, less CPU.
+   */
+  holdMs: number
 }
 
-export const FULL: Durations = { baselineMs: 4000, act1Ms: 8000, act2Ms: 8000, floodMs: 8000, tailMs: 10_000 }
+export const FULL: Plan = { baselineMs: 4000, act1Ms: 8000, act2Ms: 8000, floodMs: 8000, tailMs: 10_000, holdMs: HOLD_MS }
 
-const LIMITS: ServerConfig = { plugin: true, protect: false }
+/** `one` at the rates for `plan.holdMs`. */
+const scaled = (one: ClientClass, plan: Plan): ClientClass => ({ ...one, perClientPerSecond: one.perClientPerSecond * HOLD_MS / plan.holdMs })
+const limits = (plan: Plan, protect = false): ServerConfig => ({ plugin: true, protect, holdMs: plan.holdMs })
+const phase = (label: string, config: ServerConfig, classes: ClientClass[], durationMs: number, plan: Plan): Phase =>
+  ({ label, config, classes: classes.map((one) => scaled(one, plan)), durationMs })
 
 export const phases = {
-  baseline: (d: Durations): Phase => ({ label: 'unloaded: fair and vip users alone', config: LIMITS, classes: [FAIR, VIP], durationMs: d.baselineMs }),
-  abuserWithout: (d: Durations): Phase => ({ label: 'act 1a: one abusive client, no plugin', config: { plugin: false, protect: false }, classes: [ABUSER, FAIR], durationMs: d.act1Ms }),
-  abuserWith: (d: Durations): Phase => ({ label: 'act 1b: one abusive client, both layers', config: LIMITS, classes: [ABUSER, FAIR], durationMs: d.act1Ms }),
-  crowdStatic: (d: Durations): Phase => ({ label: 'act 2: 1 000 clients under their limits, static limits', config: LIMITS, classes: [CROWD, FAIR, VIP], durationMs: d.act2Ms }),
-  crowdProtected: (d: Durations): Phase => ({
-    label: 'act 3: the same crowd, capacity protection on',
-    config: { plugin: true, protect: true },
-    classes: [
-      { ...CROWD, toMs: d.floodMs },
-      // After the flood, 20 of the crowd's addresses go on at the same rate each.
-      { ...CROWD, name: 'anonymous trickle', clients: 20, fromMs: d.floodMs },
-      FAIR,
-      VIP
-    ],
-    durationMs: d.floodMs + d.tailMs
-  })
+  baseline: (p: Plan): Phase => phase('unloaded: fair and vip users alone', limits(p), [FAIR, VIP], p.baselineMs, p),
+  abuserWithout: (p: Plan): Phase => phase('act 1a: one abusive client, no plugin', { plugin: false, protect: false, holdMs: p.holdMs }, [ABUSER, FAIR], p.act1Ms, p),
+  abuserWith: (p: Plan): Phase => phase('act 1b: one abusive client, both layers', limits(p), [ABUSER, FAIR], p.act1Ms, p),
+  crowdStatic: (p: Plan): Phase => phase('act 2: 1 000 clients under their limits, static limits', limits(p), [CROWD, FAIR, VIP], p.act2Ms, p),
+  crowdProtected: (p: Plan): Phase => phase('act 3: the same crowd, capacity protection on', limits(p, true), [
+    { ...CROWD, toMs: p.floodMs },
+    // After the flood, 20 of the crowd's addresses go on at the same rate each.
+    { ...CROWD, name: 'anonymous trickle', clients: 20, fromMs: p.floodMs },
+    FAIR,
+    VIP
+  ], p.floodMs + p.tailMs, p)
 }
 
 /** Runs `phase` against a server of its own; `env` is the server's environment. */
@@ -77,7 +80,8 @@ export async function runPhase (phase: Phase, env: NodeJS.ProcessEnv = process.e
       phase,
       run,
       serverCpuMs: (after.cpu.user + after.cpu.system - before.cpu.user - before.cpu.system) / 1000,
-      serverPoolTimeouts: after.poolTimeouts - before.poolTimeouts
+      serverPoolTimeouts: after.poolTimeouts - before.poolTimeouts,
+      serverEventLoopDelayP99Ms: after.eventLoopDelayP99Ms
     }
   } finally {
     await server.stop()

@@ -7,10 +7,16 @@ export interface ServerConfig {
   plugin: boolean
   /** Add the plugin's capacity protection on the pool's waiting queue. */
   protect: boolean
+  /** How long each request holds its connection (`SELECT pg_sleep`), in ms. */
+  holdMs: number
 }
 
 /** The pool's size and how long a request may wait for one of its connections. */
-export const POOL = { max: 10, connectionTimeoutMillis: 1000, sleepSeconds: 0.02 }
+export const POOL = { max: 10, connectionTimeoutMillis: 1000 }
+/** The demo's hold: 20 ms, so the pool serves about 500 requests a second. */
+export const HOLD_MS = 20
+/** What the pool serves at most, per second, when each request holds a connection `holdMs`. */
+export const capacityPerSecond = (holdMs: number): number => POOL.max * 1000 / holdMs
 /** Per client address: 50 at once, then 25 a second. */
 export const EDGE = { capacity: 50, refillPerSecond: 25 }
 /** Per user by tier; a request without a user is `anonymous`, keyed by its address. */
@@ -28,4 +34,6 @@ export interface ServerStats {
   poolTimeouts: number
   /** Queries that ran. */
   queries: number
+  /** The p99 of the event loop's delay since the previous `GET /stats`, in ms. */
+  eventLoopDelayP99Ms: number
 }

@@ -7,7 +7,7 @@
  * answer within `TIMEOUT_MS` counts as a timeout. Counted per class, overall
  * and per window of `windowMs`, by the time the request was sent.
  */
-import { performance } from 'node:perf_hooks'
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks'
 import { Pool } from 'undici'
 
 /** A request that has no answer within this counts as a timeout. */
@@ -53,8 +53,9 @@ export interface LoadRun {
   classes: ClassResult[]
   durationMs: number
   windowMs: number
-  /** This process's CPU over the run, in ms (user + system). */
+  /** This process's CPU over the run, in ms (user + system), and the p99 of its event loop's delay. */
   cpuMs: number
+  eventLoopDelayP99Ms: number
 }
 
 export const emptyCounts = (): Counts => ({
@@ -91,13 +92,13 @@ function sender (pool: Pool): Sender {
     let retryAfter = false
     let poolTimeout = false
     try {
-      const answer = await pool.request({ path: '/work', method: 'GET', headers, headersTimeout: TIMEOUT_MS, bodyTimeout: TIMEOUT_MS })
+      const answer = await pool.request({ path: '/work', method: 'GET', headers, signal: AbortSignal.timeout(TIMEOUT_MS) })
       status = answer.statusCode
       retryAfter = answer.headers['retry-after'] !== undefined
       if (status === 500) poolTimeout = (await answer.body.text()).includes('POOL_TIMEOUT')
       else await answer.body.dump()
     } catch (error) {
-      status = (error as { code?: string }).code?.includes('TIMEOUT') === true ? 'timeout' : 'error'
+      status = error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError') ? 'timeout' : 'error'
     }
     const latencyMs = performance.now() - started
     for (const counts of into) tally(counts, status, retryAfter, poolTimeout, latencyMs)
@@ -128,8 +129,10 @@ export async function drive (origin: string, specs: readonly ClientClass[], dura
   })))
   const sent = specs.map(() => 0)
   const cpu = process.cpuUsage()
+  const delay = monitorEventLoopDelay({ resolution: 10 })
+  delay.enable()
   const started = performance.now()
-  const run: LoadRun = { classes, durationMs, windowMs, cpuMs: 0 }
+  const run: LoadRun = { classes, durationMs, windowMs, cpuMs: 0, eventLoopDelayP99Ms: 0 }
   let lastWindow = 0
   await new Promise<void>((resolve) => {
     const timer = setInterval(() => {
@@ -151,6 +154,8 @@ export async function drive (origin: string, specs: readonly ClientClass[], dura
   await Promise.all(senders.map(async (one) => { await one.settled() }))
   const used = process.cpuUsage(cpu)
   run.cpuMs = (used.user + used.system) / 1000
+  delay.disable()
+  run.eventLoopDelayP99Ms = delay.percentile(99) / 1e6
   await Promise.all(senders.map(async (one) => { await one.close() }))
   return run
 }

@@ -63,7 +63,8 @@ export function summaryTable (results: readonly PhaseResult[]): string[] {
   for (const result of results) {
     const seconds = result.run.durationMs / 1000
     const cpu = (cpuMs: number): string => `${(cpuMs / 1000).toFixed(1)} s (${Math.round(cpuMs / seconds / 10)}% of a core)`
-    lines.push(`${result.phase.label}: server CPU ${cpu(result.serverCpuMs)}, load generator CPU ${cpu(result.run.cpuMs)}, pool timeouts counted by the server ${result.serverPoolTimeouts}`)
+    lines.push(`${result.phase.label}`,
+      `  server: CPU ${cpu(result.serverCpuMs)}, event loop p99 ${ms(result.serverEventLoopDelayP99Ms)} ms, ${result.serverPoolTimeouts} pool timeouts; load generator: CPU ${cpu(result.run.cpuMs)}, event loop p99 ${ms(result.run.eventLoopDelayP99Ms)} ms`)
     for (const f of phaseFigures(result)) {
       lines.push(row([`  ${f.name}`, String(f.sent), f.admittedPerSecond.toFixed(0), ms(f.p50), ms(f.p99), String(f.tooMany), String(f.shed), String(f.poolTimeouts), String(f.otherErrors)]))
     }

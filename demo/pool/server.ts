@@ -13,6 +13,7 @@
  * pool's counts. It prints `{"port":…}` on stdout once it listens, and exits
  * when its stdin closes (the driver ended) or on SIGTERM.
  */
+import { monitorEventLoopDelay } from 'node:perf_hooks'
 import Fastify, { type FastifyRequest } from 'fastify'
 import pg from 'pg'
 import tollgate, { type TollgateOptions } from 'fastify-tollgate'
@@ -64,7 +65,7 @@ async function start (config: ServerConfig): Promise<void> {
   if (config.plugin) await app.register(tollgate, pluginOptions(config, pool))
   app.get('/work', async (_request, reply) => {
     try {
-      await pool.query(`SELECT pg_sleep(${POOL.sleepSeconds})`)
+      await pool.query(`SELECT pg_sleep(${config.holdMs / 1000})`)
       counts.queries++
       return { ok: true }
     } catch (error) {
@@ -73,7 +74,13 @@ async function start (config: ServerConfig): Promise<void> {
       return await reply.code(500).send({ code: 'POOL_TIMEOUT', message: 'no database connection within 1000 ms' })
     }
   })
-  app.get('/stats', { config: { rateLimit: false } }, async (): Promise<ServerStats> => ({ cpu: process.cpuUsage(), ...counts }))
+  const delay = monitorEventLoopDelay({ resolution: 10 })
+  delay.enable()
+  app.get('/stats', { config: { rateLimit: false } }, async (): Promise<ServerStats> => {
+    const eventLoopDelayP99Ms = delay.percentile(99) / 1e6
+    delay.reset()
+    return { cpu: process.cpuUsage(), ...counts, eventLoopDelayP99Ms }
+  })
   const address = await app.listen({ host: '127.0.0.1', port: 0 })
   process.stdout.write(`${JSON.stringify({ port: Number(new URL(address).port) })}\n`)
   let stopping = false
@@ -87,4 +94,4 @@ async function start (config: ServerConfig): Promise<void> {
   process.stdin.on('end', stop).resume()
 }
 
-await start(JSON.parse(process.argv[2] ?? '{"plugin":true,"protect":false}') as ServerConfig)
+await start(JSON.parse(process.argv[2] ?? '{"plugin":true,"protect":false,"holdMs":20}') as ServerConfig)

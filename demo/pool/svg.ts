@@ -6,7 +6,8 @@
  * log scale.
  */
 import { escapeXml } from '../chart.js'
-import { CAPACITY_PER_SECOND, type PhaseResult } from './acts.js'
+import type { PhaseResult } from './acts.js'
+import { capacityPerSecond } from './config.js'
 import { addCounts } from './load.js'
 import { phaseFigures, windowSeries } from './report.js'
 
@@ -34,7 +35,7 @@ function polyline (x: (i: number) => number, y: (v: number) => number): Polyline
   }
 }
 
-function rateAxis (top: number, max: number, seconds: number, bins: number): { parts: string[], line: Polyline } {
+function rateAxis (top: number, max: number, seconds: number, bins: number, capacity: number): { parts: string[], line: Polyline } {
   const x = (i: number): number => LEFT.x + ((i + 0.5) / bins) * LEFT.width
   const y = (v: number): number => top + PANEL.height - (Math.min(v, max) / max) * PANEL.height
   const parts: string[] = []
@@ -46,8 +47,8 @@ function rateAxis (top: number, max: number, seconds: number, bins: number): { p
     parts.push(`<text x="${LEFT.x + (second / seconds) * LEFT.width}" y="${top + PANEL.height + 14}" text-anchor="middle" fill="#666">${second}</text>`)
   }
   parts.push(`<text x="${LEFT.x + LEFT.width / 2}" y="${top + PANEL.height + 30}" text-anchor="middle">seconds: answers per second, by the time the request was sent</text>`,
-    `<line x1="${LEFT.x}" x2="${LEFT.x + LEFT.width}" y1="${y(CAPACITY_PER_SECOND)}" y2="${y(CAPACITY_PER_SECOND)}" stroke="#222" stroke-dasharray="2 3"/>`,
-    `<text x="${LEFT.x + LEFT.width - 4}" y="${y(CAPACITY_PER_SECOND) - 4}" text-anchor="end" fill="#222">pool capacity ≈ ${CAPACITY_PER_SECOND}/s</text>`)
+    `<line x1="${LEFT.x}" x2="${LEFT.x + LEFT.width}" y1="${y(capacity)}" y2="${y(capacity)}" stroke="#222" stroke-dasharray="2 3"/>`,
+    `<text x="${LEFT.x + LEFT.width - 4}" y="${y(capacity) - 4}" text-anchor="end" fill="#222">pool capacity ≈ ${Math.round(capacity)}/s</text>`)
   return { parts, line: polyline(x, y) }
 }
 
@@ -71,8 +72,9 @@ function panel (result: PhaseResult, index: number): string[] {
   const bins = classes[0]?.windows.length ?? 0
   const series = classes.map((one) => windowSeries(one, windowMs))
   const all = windowSeries({ spec: classes[0]!.spec, total: addCounts([]), windows: Array.from({ length: bins }, (_, i) => addCounts(classes.map((one) => one.windows[i]!))) }, windowMs)
-  const peak = Math.max(CAPACITY_PER_SECOND, ...series.flatMap((s) => s.admitted), ...all.errors, ...all.shed)
-  const rate = rateAxis(top, Math.ceil(peak * 1.1 / 100) * 100, durationMs / 1000, bins)
+  const capacity = capacityPerSecond(result.phase.config.holdMs)
+  const peak = Math.max(capacity, ...series.flatMap((s) => s.admitted), ...all.errors, ...all.shed)
+  const rate = rateAxis(top, Math.ceil(peak * 1.1 / 100) * 100, durationMs / 1000, bins, capacity)
   const latency = latencyAxis(top, bins)
   const figures = phaseFigures(result)
   const errors = figures.reduce((sum, f) => sum + f.poolTimeouts + f.otherErrors, 0)
