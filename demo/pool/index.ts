@@ -29,6 +29,7 @@ async function phase (make: () => ReturnType<typeof runPhase>, results: PhaseRes
   const result = await make()
   results.push(result)
   const rows = summaryTable([result])
+  if (process.stdout.isTTY) process.stdout.write('\x1b[J') // clears the progress lines
   print(rows.slice(1).join('\n'))
   return result
 }
