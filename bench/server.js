@@ -22,7 +22,8 @@ async function build () {
   const [name, layerSet] = scenario.split(':')
   // `both-settle`, `flood-share`…: the layers, then the edge mode (`edge.mode`) after the dash;
   // `both-metrics`: both layers, with fastify-tollgate/metrics subscribed (its cost per request);
-  // `flood-handler`: the flood, with an error handler of the app's that shapes the refusal's body.
+  // `flood-handler`: the flood, with an error handler of the app's that shapes the refusal's body;
+  // `both-protect`: both layers with capacity protection on (a gauge and the latency signal), shedding nothing.
   const [layers, modeName] = (layerSet ?? '').split('-')
   const edgeMode = { undefined: 'exact', settle: 'settle', share: 'replica-share' }[modeName]
   const useRedis = scenario.endsWith(':redis') // the store is the last part: floor:redis has no layer set
@@ -48,6 +49,11 @@ async function build () {
       options.app = { tiers: { default: { capacity: quota, refillPerSecond: refill } }, identify: (request) => ({ id: request.headers['x-user'] ?? 'anonymous' }) }
     }
     if (layers === 'keys') options.edge.key = (request) => request.headers['x-api-key']
+    if (modeName === 'protect') {
+      // Its interval's work is a cost per interval, not per request: 5 s under valgrind, as for settlements.
+      const interval = process.env.BENCH_UNDER_VALGRIND === '1' ? { intervalMs: 5000 } : {}
+      options.protect = { gauge: { read: () => 0, target: 10 }, latencyMs: 1000, maxConcurrency: 100_000, ...interval }
+    }
     if (modeName === 'metrics') {
       const [{ tollgateMetrics }, { Registry }] = await Promise.all([import('fastify-tollgate/metrics'), import('prom-client')])
       tollgateMetrics({ registry: new Registry() })

@@ -19,6 +19,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import { Counter, Gauge, Histogram, register, type OpenMetricsContentType, type PrometheusContentType, type Registry } from 'prom-client'
 import { DECISION_CHANNEL, storeHealth, type DecisionMessage, type StoreMessage } from './output/diagnostics.js'
 import { inRegistration } from './output/key-format.js'
+import { protections, type ProtectionState } from './output/protection-state.js'
 import { checkFunction, checkInteger, checkKnownKeys, checkObject, expected, failOption } from './config/check.js'
 
 export interface TollgateMetricsOptions {
@@ -44,7 +45,7 @@ export const OTHER_ROUTE = 'other'
 
 const DECISION_LABELS = ['layer', 'tier', 'route', 'outcome'] as const
 /** The metrics' names, after the prefix. */
-const METRICS = ['decisions_total', 'penalties_started_total', 'store_duration_seconds', 'store_degraded', 'live_replicas']
+const METRICS = ['decisions_total', 'penalties_started_total', 'store_duration_seconds', 'store_degraded', 'live_replicas', 'protect_limit', 'protect_in_flight', 'protect_overload', 'protect_signal_ratio']
 type DecisionLabel = typeof DECISION_LABELS[number]
 /** The decisions counted since the last collect, by labels. */
 type DecisionCounts = Map<string, { labels: Record<DecisionLabel, string>, value: number }>
@@ -68,7 +69,8 @@ function checkBuckets (value: unknown): number[] {
  * `<prefix>decisions_total{layer,tier,route,outcome}`,
  * `<prefix>penalties_started_total{layer}`, `<prefix>store_duration_seconds{layer}`;
  * `<prefix>store_degraded{store,prefix}` and `<prefix>live_replicas{store,prefix}`
- * show each open shared store's health at the scrape. Throws
+ * show each open shared store's health at the scrape; `<prefix>protect_*{registration}`
+ * each capacity protection's state. Throws
  * `TOLLGATE_INVALID_OPTION` for a bad option, or for a registry that already holds
  * one of those names (nothing is registered then).
  */
@@ -82,7 +84,7 @@ export function tollgateMetrics (options: TollgateMetricsOptions = {}): Tollgate
   const { degraded, replicas } = storeGauges(prefix, registers)
   const onDecision = decisionCounter(maxRoutes, decisionCounts, latency, penalties)
   subscribe(DECISION_CHANNEL, onDecision)
-  const ours = [decisions, penalties, latency, degraded, replicas]
+  const ours = [decisions, penalties, latency, degraded, replicas, ...protectGauges(prefix, registers)]
   return {
     close () {
       unsubscribe(DECISION_CHANNEL, onDecision)
@@ -163,6 +165,45 @@ function storeGauges (prefix: string, registers: Registry[]): { degraded: Gauge<
     }
   })
   return { degraded, replicas }
+}
+
+/**
+ * Capacity protection's gauges, registered, set when prom-client collects from
+ * each open protection (label `registration`: its name, `''` for the one without):
+ * the limit, the requests in flight, the smoothed overload, and each signal's
+ * last reading over its target (label `signal`).
+ */
+function protectGauges (prefix: string, registers: Registry[]): Array<Gauge<string>> {
+  const gauge = (name: string, help: string, value: (state: ProtectionState) => number): Gauge<'registration'> => new Gauge({
+    name: `${prefix}${name}`,
+    help,
+    labelNames: ['registration'] as const,
+    registers,
+    collect () {
+      this.reset()
+      for (const state of protections()) this.set({ registration: state.registration ?? '' }, value(state))
+    }
+  })
+  const signals = new Gauge({
+    name: `${prefix}protect_signal_ratio`,
+    help: 'Capacity protection: each health signal\'s last reading over its target (1 = at target), by signal',
+    labelNames: ['registration', 'signal'] as const,
+    registers,
+    collect () {
+      this.reset()
+      for (const state of protections()) {
+        for (const [signal, ratio] of Object.entries(state.ratios)) {
+          if (ratio !== undefined) this.set({ registration: state.registration ?? '', signal }, ratio)
+        }
+      }
+    }
+  })
+  return [
+    gauge('protect_limit', 'Capacity protection: the limit on requests in flight, before priorities split it', (state) => state.limit),
+    gauge('protect_in_flight', 'Capacity protection: requests in flight that it admitted', (state) => state.inFlight),
+    gauge('protect_overload', 'Capacity protection: the smoothed overload, the largest signal over its target (1 = at target)', (state) => state.overload),
+    signals
+  ]
 }
 
 /** Sets `gauge`, reset first, to `value` of the open stores' last health messages, grouped by labels (none when `undefined`). */

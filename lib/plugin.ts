@@ -38,6 +38,8 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
   const routeQuotas: RouteQuotas = new Map()
   publish(decorator(context, routeQuotas))
   if (edge !== undefined) fastify.addHook('onRequest', createEdgeHook(context, edge))
+  // Capacity protection counts a request in flight until its reply is sent.
+  if (settings.protection !== undefined) fastify.addHook('onSend', settings.protection.onSend)
   const appContext: AppHookContext | undefined = app === undefined ? undefined : { ...context, app, keys: appKeys(edge?.ipv6Subnet ?? 64, context.perConnection, app.userId, settings.name) }
   // Routes already in the router were declared before the plugin loaded, unseen by onRoute:
   // a global hook runs the app layer for them. Fastify prints an empty router as

@@ -1,7 +1,8 @@
 /**
  * The plan (config/) → the runtime the layers run with: the store (the memory
  * store by default), the edge's own store under a local `edge.mode`, the key
- * caches, identities' quota checks, the penalty counter and the shadow counter.
+ * caches, identities' quota checks, the penalty counter, the shadow counter and
+ * capacity protection.
  * Called once every option has passed validation; `close()` releases all it made.
  */
 import { performance } from 'node:perf_hooks'
@@ -20,6 +21,8 @@ import type { Group } from './layers/registrations.js'
 import { outcomeOf } from './layers/outcome.js'
 import type { RefusalAnswerer } from './layers/prepared.js'
 import { Penalties } from './layers/penalty.js'
+import { Signals } from './layers/protect-signals.js'
+import { Protection } from './layers/protection.js'
 
 /** The runtime, and how to release it. */
 export interface Wired {
@@ -47,11 +50,13 @@ export function wire (plan: Plan, { log, group, refusals }: WireContext): Wired 
   const shadowCounter = plan.shadow ? new ShadowCounter(plan.shadowReport.minutes, plan.shadowReport.keys, clock) : undefined
   const lookups = new Lookups(plan.asyncTimeoutMs, log, clock)
   const decided = { edge: Symbol('fastify-tollgate: edge decision'), app: Symbol('fastify-tollgate: app decision') }
-  const settings: Settings = { ...plan, store, edge, app, outcome: outcomeOf(plan.shadow, refusals), penalties, shadowCounter, lookups, group, decided }
+  const protection = plan.protect === undefined ? undefined : new Protection(plan.protect, new Signals(plan.protect, log), clock, plan.name)
+  const settings: Settings = { ...plan, store, edge, app, protection, outcome: outcomeOf(plan.shadow, refusals), penalties, shadowCounter, lookups, group, decided }
   return {
     settings,
     close: async () => {
       penalties.close()
+      protection?.close()
       if (edge !== undefined && edge.store !== store) await edge.store.close()
       await store.close()
     }

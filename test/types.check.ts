@@ -180,7 +180,7 @@ void app.register(tollgate, { edge: { capacity: 5, refillPerSecond: 1 }, shadow:
 // @ts-expect-error: minutes is a number
 void app.register(tollgate, { edge: { capacity: 5, refillPerSecond: 1 }, shadow: true, shadowReport: { minutes: '30' } })
 const report: ShadowReport = app.tollgate.shadowReport({ top: 3 })
-const flooder: { client: string, layer: 'edge' | 'app' | 'limiter', tier?: string, wouldRefuse: number, limits: Record<string, number> } | undefined = report.clients[0]
+const flooder: { client: string, layer: 'edge' | 'app' | 'limiter' | 'protect', tier?: string, wouldRefuse: number, limits: Record<string, number> } | undefined = report.clients[0]
 // @ts-expect-error: top is a number
 app.tollgate.shadowReport({ top: 'all' })
 const onDecision = (message: DecisionMessage): string => `${message.layer} ${message.outcome} ${message.route ?? '404'} ${message.storeMs}`

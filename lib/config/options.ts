@@ -10,6 +10,7 @@ import { checkAllowList } from './allow-list.js'
 import { checkApp } from './app.js'
 import { checkFunction, checkInteger, checkKnownKeys, checkObject, expected, failOption } from './check.js'
 import { checkEdge } from './edge.js'
+import { checkProtect } from './protect.js'
 import { checkName, tiersIn } from './limits.js'
 import { inRegistrationNamed } from '../output/headers.js'
 import type { AppPlan, EdgePlan, Plan } from './plan.js'
@@ -51,7 +52,8 @@ export function checkOptions (value: unknown): Plan {
   const asyncTimeoutMs = checkInteger(fail, 'asyncTimeoutMs', options.asyncTimeoutMs ?? 1000, 1, MAX_ASYNC_TIMEOUT_MS)
   const decisions = options.decisions ?? false
   if (typeof decisions !== 'boolean') expected(fail, 'decisions', 'a boolean', decisions)
-  return { name, store, quotaShare, refunds, headers, shadow, onLimit, edge, app, allowList, warnings: checkWarnings(options.warnings), shadowReport, asyncTimeoutMs, decisions }
+  const protect = checkProtect(options.protect, app)
+  return { name, store, quotaShare, refunds, headers, shadow, onLimit, edge, app, allowList, warnings: checkWarnings(options.warnings), shadowReport, asyncTimeoutMs, decisions, protect }
 }
 
 function checkShadowReport (value: unknown): { minutes: number, keys: number } {

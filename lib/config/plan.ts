@@ -50,6 +50,23 @@ export interface AppPlan {
   digestIds: boolean
 }
 
+/** `protect`, checked (config/protect.ts). */
+export interface ProtectPlan {
+  /** The event loop's p99 delay target, in ms; `undefined`: not watched. */
+  eventLoopDelayMs: number | undefined
+  /** The handler's mean latency target per route, in ms (a route may set its own, `rateLimit.latencyMs`); `undefined`: not watched. */
+  latencyMs: number | undefined
+  /** A gauge of the user's and its target; `undefined`: none. */
+  gauge: { read: () => unknown, target: number } | undefined
+  /** Tier names, highest priority first: every tier once. */
+  priorities: readonly string[]
+  minConcurrency: number
+  maxConcurrency: number
+  intervalMs: number
+  /** The status of a shed request. */
+  status: 503 | 429
+}
+
 /** What the checks of a route config need to know of the plugin's. */
 export interface RouteCheckContext {
   /** `name`: this registration's among several; `undefined` for the one without a name. */
@@ -77,6 +94,8 @@ export interface Plan extends RouteCheckContext {
   asyncTimeoutMs: number
   /** `decisions`: each layer's decision is kept on the request, for `fastify.tollgate.decision(request)`. */
   decisions: boolean
+  /** `protect`, checked: capacity protection; `undefined`: none. */
+  protect: ProtectPlan | undefined
 }
 
 /** A route's `config.rateLimit`, checked. */
@@ -103,6 +122,10 @@ export interface RoutePlan {
   app: boolean
   /** The route's own penalty (keyed per route); `false`: none here; `undefined`: each layer's own. */
   penalty: PenaltySettings | false | undefined
+  /** `rateLimit.critical`: capacity protection sheds the route last. */
+  critical: boolean
+  /** `rateLimit.latencyMs`: the route's own latency target for capacity protection; `undefined`: the plugin's. */
+  latencyMs: number | undefined
 }
 
 /** `fastify.tollgate.limiter(options)`, checked. */

@@ -60,11 +60,19 @@ export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'u
   }
   // Under `replace`, a layer without a bucket of the route's own leaves the route alone.
   const appHere = app !== undefined && config.app !== false && (replace ? config.quota !== undefined : app.global || namesApp)
-  const settled = { route, bucket, edgeBuckets, edgeQuota, edgeKey, replace, app: appHere, penalty }
+  if (config.critical !== undefined && typeof config.critical !== 'boolean') expected(fail, 'rateLimit.critical', 'a boolean', config.critical)
+  const latencyMs = config.latencyMs === undefined ? undefined : checkLatencyTarget(fail, config.latencyMs)
+  const settled = { route, bucket, edgeBuckets, edgeQuota, edgeKey, replace, app: appHere, penalty, critical: config.critical === true, latencyMs }
   if (app === undefined) return { ...settled, cost: 1, quota: undefined }
   const quota = checkRouteQuota(fail, config.quota, app.tiers, plan)
   // Under `replace`, the cost is charged to the route's quota, which must hold it.
   return { ...settled, cost: checkRouteCost(fail, config.cost ?? 1, replace && quota !== undefined ? quota : app.tiers), quota }
+}
+
+/** `rateLimit.latencyMs`: the route's own latency target for capacity protection, in ms. */
+function checkLatencyTarget (fail: RouteFail, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value > 3_600_000) expected(fail, 'rateLimit.latencyMs', 'a number of ms > 0 and ≤ 3600000', value)
+  return value
 }
 
 /** `rateLimit.cost`: a function, or a number within the capacity of every tier (as configured). */

@@ -24,6 +24,7 @@ export const PLUGIN_OPTIONS: readonly OptionRow[] = [
   row('store', 'Store', 'memoryStore()', 'where bucket state lives; closed when the app closes'),
   row('edge', 'object or false', 'disabled', 'the per-client bucket, in onRequest'),
   row('app', 'object or false', 'disabled', 'the per-user layer, after authentication'),
+  row('protect', 'object or false', 'disabled', 'capacity protection: shed by tier when the service is overloaded (needs app)'),
   row('allowList', 'addresses, a predicate, or both', 'none', 'requests no layer limits'),
   row('headers', "'draft' | 'draft-03' | 'legacy' | false", "'draft'", 'which rate-limit headers to send'),
   row('shadow', 'boolean', 'false', 'decide, count and log, but never refuse'),
@@ -48,7 +49,15 @@ export const PLUGIN_OPTIONS: readonly OptionRow[] = [
   row('app.maxQuota', '{ capacity, refillPerSecond }', 'none', 'the largest quota an identity may carry'),
   row('app.quotaClaim', 'string', 'none', 'the JWT claim a quota is read from'),
   row('app.penalty', '{ after, withinSeconds, seconds, status? }', 'none', 'the penalty for the app layer'),
-  row('app.digestIds', 'boolean', 'false', 'user ids in store keys as digests')
+  row('app.digestIds', 'boolean', 'false', 'user ids in store keys as digests'),
+  row('protect.eventLoopDelayMs', 'number of ms > 0', 'none', "target for the event loop's p99 delay"),
+  row('protect.latencyMs', 'number of ms > 0', 'none', "target for the handler's mean latency, per route"),
+  row('protect.gauge', '{ read: () => number, target }', 'none', 'a gauge of yours (a pool\'s waiting count) and its target'),
+  row('protect.priorities', 'tier names, highest first', 'other tiers, default, anonymous', 'which tier is shed first (the last)'),
+  row('protect.minConcurrency', 'integer ≥ 1', '4', 'the floor of the limit on requests in flight'),
+  row('protect.maxConcurrency', 'integer ≥ minConcurrency', '10000', 'the ceiling of that limit'),
+  row('protect.intervalMs', 'integer ms, 10 to 60 000', '100', 'how often the limit moves'),
+  row('protect.status', '503 | 429', '503', 'the status of a shed request')
 ]
 
 /** A route's `config.rateLimit`. */
@@ -59,6 +68,8 @@ export const ROUTE_OPTIONS: readonly OptionRow[] = [
   row('app', 'boolean', 'true', 'false: the app layer leaves the route alone'),
   row('penalty', '{ after, withinSeconds, seconds, status? } or false', 'none', "the route's own penalty"),
   row('replace', 'boolean', 'false', "true: the route's own buckets instead of the layers'"),
+  row('critical', 'boolean', 'false', 'capacity protection sheds the route last, after every tier'),
+  row('latencyMs', 'number of ms > 0', 'protect.latencyMs', "the route's own latency target for capacity protection"),
   row('edge.key', "'edge' | 'ip' | (request) => unknown", "'edge'", "the identity the route's edge bucket is kept by")
 ]
 

@@ -26,6 +26,7 @@ import { failStep, runStep, type RequestStep } from './step.js'
 import { isThenable } from './promises.js'
 import { LOOKUP_FAILED } from './lookup.js'
 import { unlessAllowed } from './allow-list.js'
+import { admit, type ProtectedRoute } from './protect.js'
 
 export type Hook = (request: FastifyRequest, reply: FastifyReply, done: Done) => void
 
@@ -78,6 +79,8 @@ interface AppRoute {
   shared: boolean
   tiers: Map<string, TierStep>
   ownStep: (quota: IdentityQuota, tier: string) => TierStep | string
+  /** Capacity protection on this route; `undefined` without `protect`. */
+  protect: ProtectedRoute | undefined
 }
 
 /** The app hook of `route`. */
@@ -89,7 +92,9 @@ export function createAppHook (context: AppHookContext, route: RouteSettings): H
     // Under `replace`, the route's quota is the main bucket, charged the route's cost.
     tiers.set(tier, route.replace ? tierStep(routeLimits(route, tier) as readonly TierLimit[], undefined) : tierStep(app.tiers[tier] as readonly TierLimit[], routeLimits(route, tier)))
   }
-  const at: AppRoute = { settings, app, keys, warnings, route, shared: settings.quotaShare < 1, tiers, ownStep: ownSteps(route) }
+  const { protection } = settings
+  const protect = protection === undefined ? undefined : { protection, critical: route.critical, latency: protection.signals.route(route.latencyMs) }
+  const at: AppRoute = { settings, app, keys, warnings, route, shared: settings.quotaShare < 1, tiers, ownStep: ownSteps(route), protect }
   const identify = (request: FastifyRequest, reply: FastifyReply, done: Done): void => {
     const identity = identityOf(request, app)
     if (isThenable(identity)) {
@@ -110,6 +115,7 @@ function decide (at: AppRoute, requesterOf: Requester, request: FastifyRequest, 
   const { app, route, warnings } = at
   let who = requesterOf
   if (warnings.anonymousLeft > 0) warnings.sawRequester(who.kind === 'ip')
+  if (at.protect !== undefined && !admit(at.settings, at.protect, { request, reply, done, tier: who.tier, key: () => requesterKey(at.keys, who, request) })) return
   let tier = at.tiers.get(who.tier) as TierStep
   if (who.quota !== undefined && !route.replace) {
     const own = at.ownStep(who.quota, who.tier)
@@ -136,7 +142,7 @@ function charge (at: AppRoute, who: Requester, tier: TierStep, step: RequestStep
     return
   }
   const { request } = step
-  const key = who.kind === 'user' ? keys.user(who.id) : keys.address(request)
+  const key = requesterKey(keys, who, request)
   // Under `replace`, the route's quota is the main bucket: its key is the route's.
   step.buckets = stepBuckets(tier, route.replace ? keys.route(who, request, route.bucket) : key, cost, at.shared)
   if (tier.layout.buckets.length > tier.main) addRouteBuckets(step.buckets, tier, keys.route(who, request, route.bucket))
@@ -145,6 +151,11 @@ function charge (at: AppRoute, who: Requester, tier: TierStep, step: RequestStep
     if (step.penalty !== undefined) addPenaltyBuckets(step.buckets, step.penalty)
   }
   runStep(settings, step)
+}
+
+/** The requester's key in the app layer: its user's, else its address's. */
+function requesterKey (keys: AppKeys, who: Requester, request: FastifyRequest): string {
+  return who.kind === 'user' ? keys.user(who.id) : keys.address(request)
 }
 
 /**

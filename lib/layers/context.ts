@@ -13,6 +13,7 @@ import type { Lookups } from './lookup.js'
 import type { Group } from './registrations.js'
 import type { Outcome } from './outcome.js'
 import type { Penalties } from './penalty.js'
+import type { Protection } from './protection.js'
 import type { RouteTable } from './routes.js'
 
 export interface EdgeSettings extends EdgePlan {
@@ -31,7 +32,7 @@ export interface AppSettings extends AppPlan {
   userId: (id: string) => string
 }
 
-export interface Settings extends Omit<Plan, 'store' | 'edge' | 'app'> {
+export interface Settings extends Omit<Plan, 'store' | 'edge' | 'app' | 'protect'> {
   /** The plugin's store (the app layer's, and the edge's under `edge.mode: 'exact'`). */
   store: Store
   edge: EdgeSettings | undefined
@@ -46,6 +47,8 @@ export interface Settings extends Omit<Plan, 'store' | 'edge' | 'app'> {
   lookups: Lookups
   /** The registrations of this app: with several, what each takes is noted, to give back on another's refusal. */
   group: Group
+  /** Capacity protection (`protect`); `undefined` without it. */
+  protection: Protection | undefined
   /** Where a request holds each layer's step that passed (`Decided`), by layer: this registration's own symbols. */
   decided: Readonly<Record<'edge' | 'app', symbol>>
 }

@@ -8,7 +8,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { LimitDecision } from '../types/decision.js'
 import { PenalizedError, RateLimitedError, StoreUnavailableError } from '../output/errors.js'
 import { retryAfterSeconds } from '../output/headers.js'
-import { REFUSAL_BODIES } from '../output/refusal-reply.js'
+import { REFUSAL_BODIES, type RefusalBodies } from '../output/refusal-reply.js'
 import type { RefusalAnswerer } from './prepared.js'
 
 export type Done = (error?: Error) => void
@@ -26,11 +26,22 @@ export interface StepEnd {
   done: Done
 }
 
+/** Why a step was refused: the bodies of its response, and the error Fastify's path gets. */
+export interface RefusalReason {
+  readonly bodies: RefusalBodies
+  error (limit: LimitDecision): Error
+}
+
+/** A bucket was empty: 429. */
+export const LIMITED: RefusalReason = { bodies: REFUSAL_BODIES.limited, error: (limit) => new RateLimitedError(limit) }
+/** A penalty of status 403 is in force. */
+export const PENALIZED: RefusalReason = { bodies: REFUSAL_BODIES.penalized, error: (limit) => new PenalizedError(limit) }
+
 export interface Outcome {
   /** Shadow mode: nothing is refused (published as `shadow` in decision messages). */
   readonly shadow: boolean
-  /** Ends a refused step, after its report, log and `onLimit`; `penalized`: a penalty of status 403 is in force. */
-  refused (step: StepEnd, limit: LimitDecision, penalized: boolean): void
+  /** Ends a refused step, after its report, log and `onLimit`, for `reason`. */
+  refused (step: StepEnd, limit: LimitDecision, reason: RefusalReason): void
   /** Ends a step the store could not decide; `byPolicy`: the store refused by its failure policy (`StoreUnavailableError`). */
   unavailable (step: StepEnd, error: unknown, byPolicy: boolean): void
 }
@@ -44,13 +55,13 @@ export interface Outcome {
 function enforce (prepared: RefusalAnswerer): Outcome {
   return {
     shadow: false,
-    refused (step, limit, penalized) {
+    refused (step, limit, reason) {
       step.request.log.debug({ rateLimit: limit }, 'fastify-tollgate: refused')
       const seconds = retryAfterSeconds(limit.retryAfterMs)
-      const refusal = { bodies: penalized ? REFUSAL_BODIES.penalized : REFUSAL_BODIES.limited, decision: limit, seconds }
+      const refusal = { bodies: reason.bodies, decision: limit, seconds }
       // Sets `Retry-After` and `Cache-Control`; answered from the hook, or handed to Fastify as the error it is.
       if (prepared.answer(step, refusal)) step.done(ANSWERED)
-      else step.done(penalized ? new PenalizedError(limit) : new RateLimitedError(limit))
+      else step.done(reason.error(limit))
     },
     unavailable (step, error, byPolicy) {
       logUnavailable(step, error, byPolicy, 'refused')

@@ -15,7 +15,7 @@ import type { BucketPolicy } from '../types/engine.js'
 import type { PenaltyState, StepPenalty } from './penalty.js'
 import { isThenable } from './promises.js'
 import { giveBackOthers, noteTake } from './registrations.js'
-import type { StepEnd } from './outcome.js'
+import { LIMITED, PENALIZED, type StepEnd } from './outcome.js'
 
 /** What one layer asks of the store for one request. */
 export interface Step {
@@ -147,11 +147,11 @@ function finish (settings: Settings, step: RequestStep, decision: StoreDecision,
   settings.shadowCounter?.record(limit, step.buckets)
   if (storeMs !== UNWATCHED) publishDecision(request, limit, outcome.shadow, decision.degraded, storeMs)
   if (settings.onLimit !== undefined) callOnLimit(settings.onLimit, request, limit)
-  outcome.refused(step, limit, penalty !== 'none' && (step.penalty as StepPenalty).settings.status === 403)
+  outcome.refused(step, limit, penalty !== 'none' && (step.penalty as StepPenalty).settings.status === 403 ? PENALIZED : LIMITED)
 }
 
 /** Calls `onLimit`; what it throws, or an async one rejects, is logged, never an unhandled rejection. */
-function callOnLimit (onLimit: NonNullable<Settings['onLimit']>, request: FastifyRequest, limit: LimitDecision): void {
+export function callOnLimit (onLimit: NonNullable<Settings['onLimit']>, request: FastifyRequest, limit: LimitDecision): void {
   try {
     const returned: unknown = onLimit(request, limit)
     if (isThenable(returned)) returned.then(undefined, (error: unknown) => { request.log.error({ err: error }, 'fastify-tollgate: onLimit rejected') })

@@ -36,8 +36,8 @@ export const NEAR_LIMIT_LEFT = 0.2
 
 /** A layer's decision for one request, as `onLimit` gets it, with what a dashboard needs besides. */
 export interface DecisionMessage {
-  /** The layer that decided, or `'limiter'` for a limiter's hook (`fastify.tollgate.limiter`; its bucket is named after it). */
-  layer: 'edge' | 'app' | 'limiter'
+  /** The layer that decided, `'limiter'` for a limiter's hook (`fastify.tollgate.limiter`; its bucket is named after it), or `'protect'` for capacity protection. */
+  layer: 'edge' | 'app' | 'limiter' | 'protect'
   /** The registration's `name`, when the plugin is registered under one (several in one app); else `undefined`. */
   registration: string | undefined
   /** The limiter's answer, as `onLimit` gets it: `false` for `'would-refuse'` too, which shadow mode lets pass. */

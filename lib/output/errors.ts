@@ -90,6 +90,37 @@ Object.defineProperty(PenalizedError, Symbol.hasInstance, {
   value: (instance: unknown): boolean => instance instanceof RateLimitedError && instance.code === ('TOLLGATE_PENALIZED' as string)
 })
 
+/** Capacity protection shed the request: 503 (or 429 by `protect.status`), `TOLLGATE_OVERLOADED` (OverloadedError). */
+export const overloaded = (statusCode: 503 | 429): RefusalKind => ({
+  statusCode,
+  code: 'TOLLGATE_OVERLOADED',
+  message: (_decision, seconds) => `Service overloaded, retry in ${String(seconds)} second${seconds === 1 ? '' : 's'}`
+})
+
+const OverloadedBase: TollgateError<'TOLLGATE_OVERLOADED', 503, []> = createError(
+  'TOLLGATE_OVERLOADED', 'Service overloaded', 503, Error, false)
+
+/**
+ * 503 (or 429 under `protect.status: 429`): capacity protection shed the request,
+ * its priority's share of the concurrency limit being in use. Built without a
+ * stack trace. Carries `decision` (layer `protect`) and `retryAfterSeconds` (the
+ * controller's estimate of its recovery, also sent as `Retry-After`). Not a
+ * `RateLimitedError`: the client is within its quota.
+ */
+export class OverloadedError extends OverloadedBase {
+  readonly decision: LimitDecision
+  readonly retryAfterSeconds: number
+
+  constructor (decision: LimitDecision, statusCode: 503 | 429) {
+    super()
+    const seconds = retryAfterSeconds(decision.retryAfterMs) ?? 1
+    ;(this as { statusCode: number }).statusCode = statusCode
+    this.message = overloaded(statusCode).message(decision, seconds)
+    this.decision = decision
+    this.retryAfterSeconds = seconds
+  }
+}
+
 /** Startup: a plugin option is invalid. Argument: what was expected and what was given. */
 export const InvalidOptionError: TollgateError<'TOLLGATE_INVALID_OPTION', 500, [string]> = createError(
   'TOLLGATE_INVALID_OPTION', 'Invalid fastify-tollgate option: %s', 500)

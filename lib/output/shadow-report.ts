@@ -23,8 +23,8 @@ export const MAX_SHADOW_ENTRIES = 100_000
 
 /** Would-be refusals of one client or one tier, and, by limit name, how many of them that limit refused. */
 export interface ShadowCount {
-  /** The layer, or `'limiter'` for the limiters' hooks (each counted under its own name in `limits`). */
-  layer: 'edge' | 'app' | 'limiter'
+  /** The layer, `'limiter'` for the limiters' hooks (each counted under its own name in `limits`), or `'protect'` (capacity protection). */
+  layer: 'edge' | 'app' | 'limiter' | 'protect'
   /** The app layer's tier. */
   tier?: string
   wouldRefuse: number

@@ -14,8 +14,8 @@ export interface BucketReport {
 
 /** What a layer decided for one request. */
 export interface LimitDecision {
-  /** Who decided: a layer, a `fastify.tollgate` call (`manual`), or a limiter (`fastify.tollgate.limiter`). */
-  layer: 'edge' | 'app' | 'manual' | 'limiter'
+  /** Who decided: a layer, a `fastify.tollgate` call (`manual`), a limiter (`fastify.tollgate.limiter`), or capacity protection (`protect`, which sheds by priority). */
+  layer: 'edge' | 'app' | 'manual' | 'limiter' | 'protect'
   /** The registration's `name`, when the plugin is registered under one; absent otherwise. */
   registration?: string
   allowed: boolean

@@ -205,6 +205,31 @@ export interface AppOptions {
   global?: boolean | undefined
 }
 
+/**
+ * Capacity protection: a limit on the requests in flight in this process, cut
+ * when a health signal is over its target and probed back up when they are all
+ * under; requests over their tier's share of it are shed (503 with `Retry-After`),
+ * the lowest priority first. At least one signal. See docs/protect.md.
+ */
+export interface ProtectOptions {
+  /** Target for the event loop's p99 delay over each interval, in ms (`perf_hooks.monitorEventLoopDelay`). */
+  eventLoopDelayMs?: number | undefined
+  /** Target for the handler's mean latency per route over each interval, in ms, from the app layer's admission to the response's end (a route may set its own: `rateLimit.latencyMs`). */
+  latencyMs?: number | undefined
+  /** A gauge of yours and its target (> 0), read once per interval: e.g. `{ read: () => pool.waitingCount, target: 2 }` for a `pg` pool. */
+  gauge?: { read: () => number, target: number } | undefined
+  /** Every tier of `app.tiers`, highest priority first. Default: the other tiers in their order, then `default`, then `anonymous`. */
+  priorities?: readonly string[] | undefined
+  /** The limit's floor: it never sheds below this many requests in flight (an integer ≥ 1). Default 4. */
+  minConcurrency?: number | undefined
+  /** The limit's ceiling (an integer ≥ `minConcurrency`). Default 10 000. */
+  maxConcurrency?: number | undefined
+  /** How often the limit moves, in ms (10 to 60 000). Default 100. */
+  intervalMs?: number | undefined
+  /** The status of a shed request: 503 (default) or 429. */
+  status?: 503 | 429 | undefined
+}
+
 export interface TollgateOptions {
   /**
    * A name for this registration, when several limit one app (a per-second and a
@@ -221,6 +246,8 @@ export interface TollgateOptions {
   edge?: EdgeOptions | false | undefined
   /** Per user, after authentication. Omitted or `false`: disabled. */
   app?: AppOptions | false | undefined
+  /** Capacity protection: shed by tier when the service is overloaded (needs `app`). Omitted or `false`: disabled. */
+  protect?: ProtectOptions | false | undefined
   /**
    * Requests never limited, by either layer: no bucket, no header. IP addresses
    * and CIDR ranges (IPv4 and IPv6) matched against the client address

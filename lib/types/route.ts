@@ -55,6 +55,10 @@ export interface RouteRateLimit {
    * Needs `edge` or `quota`. Default `false`.
    */
   replace?: boolean | undefined
+  /** Capacity protection (`protect`) sheds this route last, after every tier. Default `false`. */
+  critical?: boolean | undefined
+  /** This route's own latency target for capacity protection, in ms (its handler is slower or faster than most). Default: `protect.latencyMs`. */
+  latencyMs?: number | undefined
 }
 
 declare module 'fastify' {

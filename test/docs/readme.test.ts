@@ -31,7 +31,7 @@ t.test('README: short, in the order a user needs it', async (t) => {
   t.same(lines.map((line, i) => [i + 1, line.length]).filter(([, length]) => (length as number) > 120), [], 'no line over 120 characters')
   const sections = lines.filter((line) => line.startsWith('## ')).map((line) => line.slice(3))
   const order = ['Install', 'Quick start', 'Options at a glance', 'Several replicas', 'Headers and errors', 'Watching it',
-    'Coming from `@fastify/rate-limit`', 'Examples', 'Documentation']
+    'Protecting capacity', 'Coming from `@fastify/rate-limit`', 'Examples', 'Documentation']
   t.same(order.map((name) => sections.findIndex((section) => section.startsWith(name))), order.map((_, i) => i), `sections in order: ${sections.join(' | ')}`)
   t.match(README, /B \+ R·t/, 'the token bucket\'s bound')
   t.match(README, /^npm pack$/m, 'an install that works before the package is published')

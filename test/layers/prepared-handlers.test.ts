@@ -7,7 +7,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import t from 'tap'
 import tollgate, { memoryStore, RateLimitedError, type LimitDecision, type TollgateOptions } from '../../lib/index.js'
 import { fastifyInternals, refusalAnswerer } from '../../lib/layers/prepared.js'
-import { outcomeOf } from '../../lib/layers/outcome.js'
+import { LIMITED, outcomeOf } from '../../lib/layers/outcome.js'
 import { logSink, manualClock } from '../helpers.js'
 
 const EDGE: Omit<TollgateOptions, 'store'> = { edge: { capacity: 1, refillPerSecond: 1 } }
@@ -167,8 +167,8 @@ t.test('an outcome without Fastify\'s internals sends each refusal through Fasti
   const { lines, logger } = logSink()
   const app = Fastify({ logger })
   const limit = (retryAfterMs: number): LimitDecision => ({ layer: 'edge', allowed: false, cost: 1, retryAfterMs, buckets: [] })
-  app.get('/', { onRequest: (request, reply, done) => { unprepared.refused({ request, reply, done }, limit(2500), false) } }, hello)
-  app.get('/never', { onRequest: (request, reply, done) => { unprepared.refused({ request, reply, done }, limit(Infinity), false) } }, hello)
+  app.get('/', { onRequest: (request, reply, done) => { unprepared.refused({ request, reply, done }, limit(2500), LIMITED) } }, hello)
+  app.get('/never', { onRequest: (request, reply, done) => { unprepared.refused({ request, reply, done }, limit(Infinity), LIMITED) } }, hello)
   const refused = await app.inject('/')
   t.equal(refused.statusCode, 429)
   t.equal(refused.headers['retry-after'], '3')

@@ -2,7 +2,7 @@ import t from 'tap'
 import Fastify from 'fastify'
 import { readFileSync } from 'node:fs'
 import tollgate, {
-  InvalidCostError, InvalidOptionError, InvalidRouteConfigError, PenalizedError, RateLimitedError, StoreUnavailableError, type LimitDecision, type Store
+  InvalidCostError, InvalidOptionError, InvalidRouteConfigError, OverloadedError, PenalizedError, RateLimitedError, StoreUnavailableError, type LimitDecision, type Store
 } from '../../lib/index.js'
 import { buildApp, logSink } from '../helpers.js'
 import { QuietRefusals } from '../recipes/quiet-refusals.js'
@@ -23,7 +23,10 @@ t.test('every error code, its status and message', async (t) => {
     [new InvalidOptionError('Expected `x` to be y, got `z` (string)'), 'TOLLGATE_INVALID_OPTION', 500, 'Invalid fastify-tollgate option: Expected `x` to be y, got `z` (string)'],
     [new InvalidRouteConfigError('POST /export', 'bad'), 'TOLLGATE_INVALID_ROUTE_CONFIG', 500, 'Invalid config.rateLimit on route POST /export: bad'],
     [new InvalidCostError('POST /export', 'it threw'), 'TOLLGATE_INVALID_COST', 500, 'The rate-limit cost of route POST /export is invalid: it threw'],
-    [new StoreUnavailableError(), 'TOLLGATE_STORE_UNAVAILABLE', 503, 'The rate-limit store is unavailable, retry later']
+    [new StoreUnavailableError(), 'TOLLGATE_STORE_UNAVAILABLE', 503, 'The rate-limit store is unavailable, retry later'],
+    [new OverloadedError({ ...refusal(2500), layer: 'protect' }, 503), 'TOLLGATE_OVERLOADED', 503, 'Service overloaded, retry in 3 seconds'],
+    [new OverloadedError({ ...refusal(1000), layer: 'protect' }, 429), 'TOLLGATE_OVERLOADED', 429, 'Service overloaded, retry in 1 second'],
+    [new OverloadedError({ ...refusal(Infinity), layer: 'protect' }, 503), 'TOLLGATE_OVERLOADED', 503, 'Service overloaded, retry in 1 second']
   ] as const
   for (const [error, code, statusCode, message] of cases) {
     t.equal(error.code, code)
@@ -31,6 +34,13 @@ t.test('every error code, its status and message', async (t) => {
     t.equal(error.message, message)
     t.ok(error instanceof Error)
   }
+})
+
+t.test('an OverloadedError carries its decision and Retry-After, and is no RateLimitedError', async (t) => {
+  const error = new OverloadedError({ ...refusal(4200), layer: 'protect' }, 503)
+  t.equal(error.retryAfterSeconds, 5)
+  t.equal(error.decision.layer, 'protect')
+  t.notOk((error as unknown) instanceof RateLimitedError)
 })
 
 t.test('a PenalizedError is a RateLimitedError; a RateLimitedError is no PenalizedError', async (t) => {

@@ -46,7 +46,7 @@ type Row = [label: string, run: () => unknown, code: string, message: string]
 const rows: Row[] = [
   // Plugin options (config/: options.ts, check.ts, edge.ts, app.ts, limits.ts, penalty.ts, allow-list.ts through them)
   ['options not an object', ready('fast'), O, 'Invalid fastify-tollgate option: Expected `options` to be an object, got `"fast"` (string)'],
-  ['unknown option', ready({ edge: P, trustProxy: true }), O, 'Invalid fastify-tollgate option: Unknown option `options.trustProxy`; known options are `name`, `store`, `edge`, `app`, `allowList`, `headers`, `shadow`, `shadowReport`, `onLimit`, `warnings`, `decisions`, `asyncTimeoutMs`'],
+  ['unknown option', ready({ edge: P, trustProxy: true }), O, 'Invalid fastify-tollgate option: Unknown option `options.trustProxy`; known options are `name`, `store`, `edge`, `app`, `protect`, `allowList`, `headers`, `shadow`, `shadowReport`, `onLimit`, `warnings`, `decisions`, `asyncTimeoutMs`'],
   ['no layer', ready({}), O, 'Invalid fastify-tollgate option: Expected at least one layer: `edge` or `app` must be set (both are omitted or `false`)'],
   ['store without consume', ready({ edge: P, store: {} }), O, 'Invalid fastify-tollgate option: Expected `store` to be a store with consume() and close(), such as memoryStore(), got `{}` (object)'],
   ['store a function', ready({ edge: P, store: function myStore () {} }), O, 'Invalid fastify-tollgate option: Expected `store` to be a store with consume() and close(), such as memoryStore(), got `function myStore` (function)'],
@@ -126,7 +126,7 @@ const rows: Row[] = [
 
   // Route configs (options.ts checkRouteConfig)
   ['rateLimit not an object', route(5), R, 'Invalid config.rateLimit on route POST /r: Expected `rateLimit` to be an object, got `5` (number)'],
-  ['unknown rateLimit option', route({ limit: 5 }), R, 'Invalid config.rateLimit on route POST /r: Unknown option `rateLimit.limit`; known options are `cost`, `quota`, `edge`, `app`, `penalty`, `replace`'],
+  ['unknown rateLimit option', route({ limit: 5 }), R, 'Invalid config.rateLimit on route POST /r: Unknown option `rateLimit.limit`; known options are `cost`, `quota`, `edge`, `app`, `penalty`, `replace`, `critical`, `latencyMs`'],
   ['rateLimit.app', route({ app: 'yes' }), R, 'Invalid config.rateLimit on route POST /r: Expected `rateLimit.app` to be a boolean, got `"yes"` (string)'],
   ['cost with app false', route({ app: false, cost: 2 }), R, 'Invalid config.rateLimit on route POST /r: `rateLimit.cost` and `rateLimit.quota` belong to the app layer, which `rateLimit.app: false` leaves out'],
   ['cost without the app layer', route({ cost: 2 }, { edge: P }), R, 'Invalid config.rateLimit on route POST /r: `rateLimit.app`, `rateLimit.cost` and `rateLimit.quota` need the app layer, which is disabled (set the `app` option)'],

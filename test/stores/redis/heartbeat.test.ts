@@ -81,6 +81,6 @@ if (requireRedis(t)) {
     const closed = performance.now()
     while ((stores[0] as RedisStore).liveReplicas !== 2 && performance.now() < closed + 1000) await sleep(5)
     t.equal((stores[0] as RedisStore).liveReplicas, 2)
-    t.ok(performance.now() - closed <= INTERVAL_MS + 50, 'counted gone at the next beat')
+    t.ok(performance.now() - closed <= INTERVAL_MS + 150, 'counted gone at the next beat (plus a beat\'s round trip)')
   })
 }
