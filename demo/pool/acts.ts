@@ -69,10 +69,15 @@ export const phases = {
   ], p.floodMs + p.tailMs, p)
 }
 
+/** How long the code is warmed up before each phase. */
+export const WARM_MS = 1500
+
 /** Runs `phase` against a server of its own; `env` is the server's environment. */
 export async function runPhase (phase: Phase, env: NodeJS.ProcessEnv = process.env, onWindow: (run: LoadRun) => void = () => {}): Promise<PhaseResult> {
   const server = await startServer(phase.config, env)
   try {
+    // Each class at its rate for a while against the twin: JIT-compiled code, as in a service that has been running.
+    await drive(server.warmOrigin, phase.classes.map(({ fromMs: _from, toMs: _to, ...one }) => one), WARM_MS)
     const before = await server.stats()
     const run = await drive(server.origin, phase.classes, phase.durationMs, 500, onWindow)
     const after = await server.stats()

@@ -10,6 +10,8 @@ import type { ServerConfig, ServerStats } from './config.js'
 
 export interface PoolServer {
   origin: string
+  /** The API's twin on a stand-in pool, for warming the code up (server.ts). */
+  warmOrigin: string
   stats: () => Promise<ServerStats>
   stop: () => Promise<void>
 }
@@ -21,17 +23,18 @@ export async function startServer (config: ServerConfig, env: NodeJS.ProcessEnv 
   const child = spawn(process.execPath, [SERVER, JSON.stringify(config)], { env, stdio: ['pipe', 'pipe', 'inherit'] })
   const exited = once(child, 'exit')
   let output = ''
-  const port = await new Promise<number>((resolve, reject) => {
+  const ports = await new Promise<{ port: number, warmPort: number }>((resolve, reject) => {
     child.stdout.on('data', (chunk: Buffer) => {
       output += String(chunk)
       const line = output.split('\n')[0]
-      if (output.includes('\n') && line !== undefined) resolve((JSON.parse(line) as { port: number }).port)
+      if (output.includes('\n') && line !== undefined) resolve(JSON.parse(line) as { port: number, warmPort: number })
     })
     void exited.then(([code]) => { reject(new Error(`the pool server exited with ${String(code)} before it listened`)) })
   })
-  const origin = `http://127.0.0.1:${port}`
+  const origin = `http://127.0.0.1:${ports.port}`
   return {
     origin,
+    warmOrigin: `http://127.0.0.1:${ports.warmPort}`,
     stats: async () => await (await fetch(`${origin}/stats`)).json() as ServerStats,
     stop: async () => {
       if (child.exitCode === null) child.kill('SIGTERM')

@@ -2,10 +2,11 @@
  * Open-loop load generators: each class of clients sends at a fixed rate
  * whatever the answers (a slow server gets more requests in flight, not fewer),
  * round-robin over its clients so each client sends at `perClientPerSecond`.
- * Requests go over keep-alive connections (an undici Pool a class, with
- * connections enough for its rate times the slowest answer); one without an
- * answer within `TIMEOUT_MS` counts as a timeout. Counted per class, overall
- * and per window of `windowMs`, by the time the request was sent.
+ * Requests go over keep-alive connections opened before the run (an undici Pool
+ * a class: `connectionsFor`); a request sent while all are busy waits in the
+ * class's queue, and its latency counts from when it was sent. One without an
+ * answer within `TIMEOUT_MS` of its sending counts as a timeout. Counted per
+ * class, overall and per window of `windowMs`, by the time the request was sent.
  */
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks'
 import { Pool } from 'undici'
@@ -81,37 +82,68 @@ function tally (counts: Counts, status: number | 'timeout' | 'error', retryAfter
 
 interface Sender { send: (spec: ClientClass, index: number, into: Counts[]) => void, settled: () => Promise<void>, close: () => Promise<void> }
 
-/** Sends requests over `pool`; each answer is counted into every Counts given. */
+/** A request sent and not yet counted. */
+interface Open { started: number, into: Counts[] }
+
+/**
+ * Sends requests over `pool`; each answer is counted into every Counts given. A request still
+ * open after TIMEOUT_MS is counted a timeout by a sweep every 100 ms, and its late answer ignored
+ * (one timer for all, not one a request).
+ */
 function sender (pool: Pool): Sender {
-  const inFlight = new Set<Promise<void>>()
-  const one = async (spec: ClientClass, index: number, into: Counts[]): Promise<void> => {
+  const open = new Set<Open>()
+  let whenSettled: (() => void) | undefined
+  const close = (request: Open, status: number | 'timeout' | 'error', retryAfter = false, poolTimeout = false): void => {
+    if (!open.delete(request)) return // counted a timeout already
+    const latencyMs = performance.now() - request.started
+    for (const counts of request.into) tally(counts, status, retryAfter, poolTimeout, latencyMs)
+    if (open.size === 0) whenSettled?.()
+  }
+  const sweep = setInterval(() => {
+    const late = performance.now() - TIMEOUT_MS
+    for (const request of open) if (request.started <= late) close(request, 'timeout')
+  }, 100)
+  const one = async (spec: ClientClass, index: number, request: Open): Promise<void> => {
     const headers: Record<string, string> = { 'x-forwarded-for': address(spec.addressBase, index) }
     if (spec.tier !== undefined) Object.assign(headers, { 'x-user': `${spec.tier}-${spec.addressBase}-${index}`, 'x-tier': spec.tier })
-    const started = performance.now()
-    let status: number | 'timeout' | 'error'
-    let retryAfter = false
-    let poolTimeout = false
     try {
-      const answer = await pool.request({ path: '/work', method: 'GET', headers, signal: AbortSignal.timeout(TIMEOUT_MS) })
-      status = answer.statusCode
-      retryAfter = answer.headers['retry-after'] !== undefined
-      if (status === 500) poolTimeout = (await answer.body.text()).includes('POOL_TIMEOUT')
-      else await answer.body.dump()
-    } catch (error) {
-      status = error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError') ? 'timeout' : 'error'
+      const answer = await pool.request({ path: '/work', method: 'GET', headers })
+      const retryAfter = answer.headers['retry-after'] !== undefined
+      const poolTimeout = answer.statusCode === 500 && (await answer.body.text()).includes('POOL_TIMEOUT')
+      if (answer.statusCode !== 500) await answer.body.dump()
+      close(request, answer.statusCode, retryAfter, poolTimeout)
+    } catch {
+      close(request, 'error')
     }
-    const latencyMs = performance.now() - started
-    for (const counts of into) tally(counts, status, retryAfter, poolTimeout, latencyMs)
   }
   return {
     send: (spec, index, into) => {
       for (const counts of into) counts.sent++
-      const request = one(spec, index, into).finally(() => inFlight.delete(request))
-      inFlight.add(request)
+      const request = { started: performance.now(), into }
+      open.add(request)
+      void one(spec, index, request)
     },
-    settled: async () => { await Promise.all([...inFlight]) },
-    close: async () => { await pool.close() }
+    settled: async () => {
+      if (open.size > 0) await new Promise<void>((resolve) => { whenSettled = resolve })
+      clearInterval(sweep)
+    },
+    close: async () => { await pool.destroy() } // requests counted as timeouts may still hold connections
   }
+}
+
+/**
+ * A class's connections: two per client (a browser opens up to six), and for a class of few
+ * clients and a high rate, what 0.4 s of its requests need; at most 1 024.
+ */
+export const connectionsFor = (spec: ClientClass): number =>
+  Math.min(1024, Math.max(2 * spec.clients, Math.ceil(0.4 * spec.clients * spec.perClientPerSecond)))
+
+/** Opens `count` connections of `pool`: as many requests at once (to `/stats`, which no limit counts). */
+async function warm (pool: Pool, count: number): Promise<void> {
+  await Promise.all(Array.from({ length: count }, async () => {
+    const answer = await pool.request({ path: '/stats', method: 'GET' })
+    await answer.body.dump()
+  }))
 }
 
 /**
@@ -121,12 +153,9 @@ function sender (pool: Pool): Sender {
 export async function drive (origin: string, specs: readonly ClientClass[], durationMs: number, windowMs = 500, onWindow: (run: LoadRun) => void = () => {}): Promise<LoadRun> {
   const windowCount = Math.ceil(durationMs / windowMs)
   const classes: ClassResult[] = specs.map((spec) => ({ spec, total: emptyCounts(), windows: Array.from({ length: windowCount }, emptyCounts) }))
-  // Connections enough for the class's rate times the longest wait (the pool's timeout and some).
-  const senders = specs.map((spec) => sender(new Pool(origin, {
-    connections: Math.max(8, Math.ceil(spec.clients * spec.perClientPerSecond * 1.5)),
-    pipelining: 1,
-    keepAliveTimeout: 30_000
-  })))
+  const pools = specs.map((spec) => new Pool(origin, { connections: connectionsFor(spec), pipelining: 1, keepAliveTimeout: 60_000 }))
+  await Promise.all(specs.map(async (spec, c) => { await warm(pools[c] as Pool, connectionsFor(spec)) }))
+  const senders = pools.map(sender)
   const sent = specs.map(() => 0)
   const cpu = process.cpuUsage()
   const delay = monitorEventLoopDelay({ resolution: 10 })

@@ -10,11 +10,12 @@
  * counted. Clients are told apart by `X-Forwarded-For` (`trustProxy`), users by
  * `x-user` and `x-tier` (standing for a verified token's claims).
  * `GET /stats` (exempt from both layers) reports the process's CPU and the
- * pool's counts. It prints `{"port":…}` on stdout once it listens, and exits
- * when its stdin closes (the driver ended) or on SIGTERM.
+ * pool's counts. A twin of the API on a stand-in pool (`standIn`) serves to warm
+ * the code up before a phase. It prints `{"port":…,"warmPort":…}` on stdout once
+ * both listen, and exits when its stdin closes (the driver ended) or on SIGTERM.
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks'
-import Fastify, { type FastifyRequest } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify'
 import pg from 'pg'
 import tollgate, { type TollgateOptions } from 'fastify-tollgate'
 import { EDGE, POOL, TIERS, type ServerConfig, type ServerStats } from './config.js'
@@ -24,8 +25,8 @@ const header = (request: FastifyRequest, name: string): string | undefined => {
   return typeof value === 'string' && value !== '' ? value : undefined
 }
 
-function pluginOptions (config: ServerConfig, pool: pg.Pool): TollgateOptions {
-  const options: TollgateOptions & { protect?: unknown } = {
+function pluginOptions (config: ServerConfig, waiting: () => number): TollgateOptions {
+  const options: TollgateOptions = {
     edge: EDGE,
     app: {
       tiers: TIERS,
@@ -37,9 +38,10 @@ function pluginOptions (config: ServerConfig, pool: pg.Pool): TollgateOptions {
   }
   if (config.protect) {
     options.protect = {
-      gauge: { read: () => pool.waitingCount, target: 2 },
+      gauge: { read: waiting, target: 2 },
       priorities: ['vip', 'default', 'anonymous'],
-      minConcurrency: 4,
+      // The pool's 10 connections and the 2 waiting the gauge allows: the limit never sheds below what the pool serves.
+      minConcurrency: POOL.max + 2,
       maxConcurrency: 1000,
       intervalMs: 100,
       status: 503
@@ -48,7 +50,10 @@ function pluginOptions (config: ServerConfig, pool: pg.Pool): TollgateOptions {
   return options
 }
 
-async function start (config: ServerConfig): Promise<void> {
+/** What the API's handler does with the database, and how many wait for it. */
+interface Database { hold: () => Promise<void>, waiting: () => number }
+
+async function connect (holdMs: number): Promise<{ database: Database, end: () => Promise<void> }> {
   const pool = new pg.Pool({
     host: process.env.PGHOST ?? '127.0.0.1',
     port: Number(process.env.PGPORT ?? 5432),
@@ -60,12 +65,34 @@ async function start (config: ServerConfig): Promise<void> {
   pool.on('error', () => {}) // an idle connection that breaks is replaced on the next acquire
   // Opens the ten connections now, so the first requests measure the query, not the handshake.
   await Promise.all(Array.from({ length: POOL.max }, async () => await pool.query('SELECT 1')))
-  const counts = { poolTimeouts: 0, queries: 0 }
+  const sql = `SELECT pg_sleep(${holdMs / 1000})`
+  return { database: { hold: async () => { await pool.query(sql) }, waiting: () => pool.waitingCount }, end: async () => { await pool.end() } }
+}
+
+/**
+ * The twin's stand-in for the pool: a wait of `holdMs`, no connection; "waiting" is what a pool of
+ * 10 would have waiting. The twin runs the same code as the API (the plugin, Fastify, the handler)
+ * on its own state, so the driver can warm that code up before a phase without touching the API's
+ * buckets or controller: the API starts the phase as a service that has been running does.
+ */
+function standIn (holdMs: number): Database {
+  let inFlight = 0
+  return {
+    hold: async () => {
+      inFlight++
+      await new Promise((resolve) => setTimeout(resolve, holdMs))
+      inFlight--
+    },
+    waiting: () => Math.max(0, inFlight - POOL.max)
+  }
+}
+
+async function api (config: ServerConfig, database: Database, counts: Omit<ServerStats, 'cpu' | 'eventLoopDelayP99Ms'>): Promise<FastifyInstance> {
   const app = Fastify({ trustProxy: true })
-  if (config.plugin) await app.register(tollgate, pluginOptions(config, pool))
+  if (config.plugin) await app.register(tollgate, pluginOptions(config, database.waiting))
   app.get('/work', async (_request, reply) => {
     try {
-      await pool.query(`SELECT pg_sleep(${config.holdMs / 1000})`)
+      await database.hold()
       counts.queries++
       return { ok: true }
     } catch (error) {
@@ -81,14 +108,21 @@ async function start (config: ServerConfig): Promise<void> {
     delay.reset()
     return { cpu: process.cpuUsage(), ...counts, eventLoopDelayP99Ms }
   })
-  const address = await app.listen({ host: '127.0.0.1', port: 0 })
-  process.stdout.write(`${JSON.stringify({ port: Number(new URL(address).port) })}\n`)
+  return app
+}
+
+async function start (config: ServerConfig): Promise<void> {
+  const { database, end } = await connect(config.holdMs)
+  const app = await api(config, database, { poolTimeouts: 0, queries: 0 })
+  const twin = await api(config, standIn(config.holdMs), { poolTimeouts: 0, queries: 0 })
+  const port = async (one: FastifyInstance): Promise<number> => Number(new URL(await one.listen({ host: '127.0.0.1', port: 0 })).port)
+  process.stdout.write(`${JSON.stringify({ port: await port(app), warmPort: await port(twin) })}\n`)
   let stopping = false
   const stop = (): void => {
     if (stopping) return
     stopping = true
     setTimeout(() => process.exit(0), 2000).unref()
-    void app.close().then(async () => { await pool.end() }).finally(() => process.exit(0))
+    void Promise.all([app.close(), twin.close()]).then(end).finally(() => process.exit(0))
   }
   process.once('SIGTERM', stop)
   process.stdin.on('end', stop).resume()
