@@ -19,7 +19,9 @@ export interface ClassFigures {
   /** 503s without Retry-After. */
   shedBare: number
   poolTimeouts: number
-  /** Other 5xx, connection errors and requests with no answer in time. */
+  /** Requests with no answer within TIMEOUT_MS. */
+  noAnswer: number
+  /** Other 5xx and connection errors. */
   otherErrors: number
 }
 
@@ -40,7 +42,8 @@ export function classFigures (result: ClassResult, durationMs: number): ClassFig
     shed: t.shed,
     shedBare: t.shed - t.shedRetryAfter,
     poolTimeouts: t.poolTimeouts,
-    otherErrors: t.otherErrors + t.timeouts
+    noAnswer: t.timeouts,
+    otherErrors: t.otherErrors
   }
 }
 
@@ -50,7 +53,7 @@ export const phaseFigures = (result: PhaseResult): ClassFigures[] =>
 const ms = (value: number): string => Number.isNaN(value) ? '-' : value < 100 ? value.toFixed(1) : value.toFixed(0)
 
 const COLUMNS: Array<[string, number]> = [
-  ['class', 22], ['sent', 7], ['ok/s', 7], ['p50 ms', 7], ['p99 ms', 7], ['429', 6], ['503', 6], ['pool t/o', 9], ['other', 6]
+  ['class', 22], ['sent', 7], ['ok/s', 7], ['p50 ms', 7], ['p99 ms', 7], ['429', 6], ['503', 6], ['pool t/o', 9], ['no answer', 10], ['other', 6]
 ]
 
 /** The summary table: a header, then per phase its title (with both processes' CPU) and a row per class. */
@@ -66,7 +69,7 @@ export function summaryTable (results: readonly PhaseResult[]): string[] {
     lines.push(`${result.phase.label}`,
       `  server: CPU ${cpu(result.serverCpuMs)}, event loop p99 ${ms(result.serverEventLoopDelayP99Ms)} ms, ${result.serverPoolTimeouts} pool timeouts; load generator: CPU ${cpu(result.run.cpuMs)}, event loop p99 ${ms(result.run.eventLoopDelayP99Ms)} ms`)
     for (const f of phaseFigures(result)) {
-      lines.push(row([`  ${f.name}`, String(f.sent), f.admittedPerSecond.toFixed(0), ms(f.p50), ms(f.p99), String(f.tooMany), String(f.shed), String(f.poolTimeouts), String(f.otherErrors)]))
+      lines.push(row([`  ${f.name}`, String(f.sent), f.admittedPerSecond.toFixed(0), ms(f.p50), ms(f.p99), String(f.tooMany), String(f.shed), String(f.poolTimeouts), String(f.noAnswer), String(f.otherErrors)]))
     }
   }
   return lines

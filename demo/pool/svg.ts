@@ -11,11 +11,14 @@ import { capacityPerSecond } from './config.js'
 import { addCounts } from './load.js'
 import { phaseFigures, windowSeries } from './report.js'
 
-const CLASS_COLOURS = ['#4e79a7', '#59a14f', '#b07aa1', '#76b7b2', '#9c755f']
+/** A colour per class, the same in every panel. */
+const CLASS_COLOURS: Record<string, string> = {
+  'fair users': '#4e79a7', 'vip users': '#b07aa1', 'abuser (1 address)': '#9c755f', 'anonymous crowd': '#76b7b2', 'anonymous trickle': '#59a14f'
+}
 const ERROR_COLOUR = '#e15759'
 const SHED_COLOUR = '#f28e2b'
 const WIDTH = 880
-const PANEL = { height: 190, top: 52, bottom: 44 }
+const PANEL = { height: 190, top: 36, bottom: 44 }
 const LEFT = { x: 60, width: 420 }
 const RIGHT = { x: 560, width: 150 }
 const LATENCY = { min: 10, max: 5000 }
@@ -66,6 +69,17 @@ function latencyAxis (top: number, bins: number): { parts: string[], line: Polyl
   return { parts, line: polyline(x, y) }
 }
 
+/** A legend entry: a line in its colour, a label, and a second line of figures. */
+function legendEntry (label: string, figures: string, colour: string, dash: string, x: number, y: number): string[] {
+  return [
+    `<line x1="${x}" x2="${x + 18}" y1="${y}" y2="${y}" stroke="${colour}" stroke-width="3"${dash === '' ? '' : ` stroke-dasharray="${dash}"`}/>`,
+    `<text x="${x + 24}" y="${y + 4}" font-size="11">${escapeXml(label)}</text>`,
+    `<text x="${x + 24}" y="${y + 16}" font-size="10" fill="#666">${escapeXml(figures)}</text>`
+  ]
+}
+
+const classColour = (name: string): string => CLASS_COLOURS[name] ?? '#222'
+
 function panel (result: PhaseResult, index: number): string[] {
   const top = index * (PANEL.height + PANEL.top + PANEL.bottom) + PANEL.top
   const { windowMs, durationMs, classes } = result.run
@@ -73,32 +87,28 @@ function panel (result: PhaseResult, index: number): string[] {
   const series = classes.map((one) => windowSeries(one, windowMs))
   const all = windowSeries({ spec: classes[0]!.spec, total: addCounts([]), windows: Array.from({ length: bins }, (_, i) => addCounts(classes.map((one) => one.windows[i]!))) }, windowMs)
   const capacity = capacityPerSecond(result.phase.config.holdMs)
-  const peak = Math.max(capacity, ...series.flatMap((s) => s.admitted), ...all.errors, ...all.shed)
+  // Up to twice the capacity: failures and sheds above it are cut at the top (their totals are in the legend).
+  const peak = Math.min(2 * capacity, Math.max(capacity, ...series.flatMap((s) => s.admitted), ...all.errors, ...all.shed))
   const rate = rateAxis(top, Math.ceil(peak * 1.1 / 100) * 100, durationMs / 1000, bins, capacity)
   const latency = latencyAxis(top, bins)
   const figures = phaseFigures(result)
-  const errors = figures.reduce((sum, f) => sum + f.poolTimeouts + f.otherErrors, 0)
+  const errors = figures.reduce((sum, f) => sum + f.poolTimeouts + f.noAnswer + f.otherErrors, 0)
   const shed = figures.reduce((sum, f) => sum + f.shed, 0)
   const parts = [
-    `<text x="${LEFT.x}" y="${top - 26}" font-size="14" font-weight="bold">${escapeXml(result.phase.label)}</text>`,
-    `<text x="${LEFT.x}" y="${top - 10}" fill="#444">${escapeXml(figures.map((f) => `${f.name}: ${Math.round(f.admittedPerSecond)}/s, p99 ${Number.isNaN(f.p99) ? '-' : Math.round(f.p99)} ms`).join(' · '))}; ${errors} failed, ${shed} shed</text>`,
+    `<text x="${LEFT.x}" y="${top - 12}" font-size="14" font-weight="bold">${escapeXml(result.phase.label)}</text>`,
     ...rate.parts, ...latency.parts,
     rate.line(all.errors, ERROR_COLOUR, 2), rate.line(all.shed, SHED_COLOUR, 2, '5 3')
   ]
   series.forEach((s, c) => {
-    const colour = CLASS_COLOURS[c % CLASS_COLOURS.length] as string
+    const colour = classColour(classes[c]!.spec.name)
     parts.push(rate.line(s.admitted, colour, 2), latency.line(s.p99, colour, 1.5))
   })
-  const legend: Array<[string, string, string]> = [
-    ...classes.map((one, c): [string, string, string] => [one.spec.name, CLASS_COLOURS[c % CLASS_COLOURS.length] as string, '']),
-    ['failed (5xx, no answer)', ERROR_COLOUR, ''], ['shed (503)', SHED_COLOUR, '5 3']
-  ]
-  legend.forEach(([label, colour, dash], i) => {
-    const ly = top + 8 + i * 17
-    const lx = RIGHT.x + RIGHT.width + 14
-    parts.push(`<line x1="${lx}" x2="${lx + 18}" y1="${ly}" y2="${ly}" stroke="${colour}" stroke-width="3"${dash === '' ? '' : ` stroke-dasharray="${dash}"`}/>`,
-      `<text x="${lx + 24}" y="${ly + 4}" font-size="11">${escapeXml(label)}</text>`)
+  const lx = RIGHT.x + RIGHT.width + 14
+  figures.forEach((f, i) => {
+    parts.push(...legendEntry(f.name, `${Math.round(f.admittedPerSecond)}/s ok, p99 ${Number.isNaN(f.p99) ? '-' : Math.round(f.p99)} ms`, classColour(f.name), '', lx, top + 4 + i * 30))
   })
+  parts.push(...legendEntry('failed', `${errors} (5xx, no answer)`, ERROR_COLOUR, '', lx, top + 4 + figures.length * 30),
+    ...legendEntry('shed (503)', String(shed), SHED_COLOUR, '5 3', lx, top + 4 + (figures.length + 1) * 30))
   return parts
 }
 
