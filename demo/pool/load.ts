@@ -133,10 +133,11 @@ function sender (pool: Pool): Sender {
 
 /**
  * A class's connections: two per client (a browser opens up to six), and for a class of few
- * clients and a high rate, what 0.4 s of its requests need; at most 1 024.
+ * clients and a high rate, what 1.2 s of its requests need (a request may wait the pool's 1 s
+ * timeout), at most 3 000: enough that the server, not this process, holds the queue.
  */
 export const connectionsFor = (spec: ClientClass): number =>
-  Math.min(1024, Math.max(2 * spec.clients, Math.ceil(0.4 * spec.clients * spec.perClientPerSecond)))
+  Math.min(3000, Math.max(2 * spec.clients, Math.ceil(1.2 * spec.clients * spec.perClientPerSecond)))
 
 /** Opens `count` connections of `pool`: as many requests at once (to `/stats`, which no limit counts). */
 async function warm (pool: Pool, count: number): Promise<void> {
