@@ -11,7 +11,7 @@ import type { AllowListSettings } from '../config/allow-list.js'
 import { ThrottledLog } from '../output/throttled-log.js'
 import { memoize, ofClientAddress } from './key-cache.js'
 import { plainAddress } from './keys.js'
-import { isThenable } from './promises.js'
+import { continueAfter, isThenable } from './promises.js'
 import type { Lookups } from './lookup.js'
 
 /** How often a predicate that throws is logged, at most: once per minute (ms). */
@@ -77,6 +77,9 @@ export function unlessAllowed (allowed: ((request: FastifyRequest) => boolean | 
     const allow = allowed(request)
     if (allow === true) done()
     else if (allow === false) limit(request, reply, done)
-    else void allow.then((yes) => { if (yes) done(); else limit(request, reply, done) })
+    else {
+      const end = { request, reply, done }
+      continueAfter(end, allow, (yes) => { if (yes) end.done(); else limit(request, reply, end.done) })
+    }
   }
 }

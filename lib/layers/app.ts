@@ -23,7 +23,7 @@ import { identityOf, requester, type Requester } from './requester.js'
 import type { RouteSettings } from './routes.js'
 import type { Done } from './outcome.js'
 import { failStep, runStep, type RequestStep } from './step.js'
-import { isThenable } from './promises.js'
+import { continueAfter, isThenable } from './promises.js'
 import { LOOKUP_FAILED } from './lookup.js'
 import { unlessAllowed } from './allow-list.js'
 import { admit, type ProtectedRoute } from './protect.js'
@@ -98,7 +98,8 @@ export function createAppHook (context: AppHookContext, route: RouteSettings): H
   const identify = (request: FastifyRequest, reply: FastifyReply, done: Done): void => {
     const identity = identityOf(request, app)
     if (isThenable(identity)) {
-      void settings.lookups.wait('app.identify', identity).then((settled) => { decide(at, requester(request, settled, app, warnings), request, reply, done) })
+      const end = { request, reply, done }
+      continueAfter(end, settings.lookups.wait('app.identify', identity), (settled) => { decide(at, requester(request, settled, app, warnings), request, reply, end.done) })
     } else {
       decide(at, requester(request, identity, app, warnings), request, reply, done)
     }
@@ -130,7 +131,7 @@ function decide (at: AppRoute, requesterOf: Requester, request: FastifyRequest, 
   const step: RequestStep = { layer: 'app', buckets: NO_BUCKETS, layout: tier.layout, tier: who.tier, penalty: undefined, decision: undefined, request, reply, done }
   // A cost above an identity's own quota is no server bug: the store refuses it (it never passes).
   const cost = costOf(at, request, who.quota === undefined || route.replace ? tier.capacity : Infinity, who.tier)
-  if (isThenable(cost)) void cost.then((known) => { charge(at, who, tier, step, known) })
+  if (isThenable(cost)) continueAfter(step, cost, (known) => { charge(at, who, tier, step, known) })
   else charge(at, who, tier, step, cost)
 }
 

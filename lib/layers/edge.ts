@@ -22,7 +22,7 @@ import { storeOf, type EdgeSettings, type HookContext, type Settings } from './c
 import type { RouteSettings } from './routes.js'
 import type { BucketRequest } from '../types/store.js'
 import { addPenaltyBuckets, stepPenalty } from './penalty.js'
-import { isThenable } from './promises.js'
+import { continueAfter, isThenable } from './promises.js'
 import { giveBack } from './registrations.js'
 
 /** What the edge's steps run with. */
@@ -72,7 +72,7 @@ export function createEdgeHook (context: HookContext, edge: EdgeSettings) {
 /** The client's step (`route.edgeLayout`, or a 404's): its key, when it is known, then `fill`. */
 function takeClient (at: EdgeContext, route: RouteSettings | undefined, step: RequestStep): void {
   const key = keyOf(step.request, at.client)
-  if (isThenable(key)) void key.then((known) => { fill(at, route, step, known) })
+  if (isThenable(key)) continueAfter(step, key, (known) => { fill(at, route, step, known) })
   else fill(at, route, step, key)
 }
 
@@ -101,7 +101,7 @@ function fill (at: EdgeContext, route: RouteSettings | undefined, step: RequestS
 function takeOwn (at: EdgeContext, route: RouteSettings, step: RequestStep): void {
   const own = route.edgeOwn as NonNullable<RouteSettings['edgeOwn']>
   const key = keyOf(step.request, ownSource(at, route, own.key))
-  if (isThenable(key)) void key.then((known) => { fillOwn(at, route, step, known) })
+  if (isThenable(key)) continueAfter(step, key, (known) => { fillOwn(at, route, step, known) })
   else fillOwn(at, route, step, key)
 }
 

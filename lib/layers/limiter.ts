@@ -22,7 +22,7 @@ import { unlessAllowed } from './allow-list.js'
 import { LOOKUP_FAILED, type Lookups } from './lookup.js'
 import type { Done } from './outcome.js'
 import { addPenaltyBuckets, stepPenalty } from './penalty.js'
-import { isThenable } from './promises.js'
+import { continueAfter, isThenable } from './promises.js'
 import { failStep, penalize, report, runStep, type Step } from './step.js'
 
 /** A value, or a promise of it (a user function may answer either way). */
@@ -56,8 +56,10 @@ export function createLimiter (context: HookContext, plan: LimiterPlan): Limiter
   const counted = new WeakSet<FastifyRequest>()
   const limit = (request: FastifyRequest, reply: FastifyReply, done: Done): void => {
     const step = stepOf(run, request)
-    if (isThenable(step)) void step.then((ready) => { runOrFail(context, ready, { request, reply, done }) })
-    else runOrFail(context, step, { request, reply, done })
+    if (isThenable(step)) {
+      const end = { request, reply, done }
+      continueAfter(end, step, (ready) => { runOrFail(context, ready, end) })
+    } else runOrFail(context, step, { request, reply, done })
   }
   const guarded = unlessAllowed(exempt, limit)
   const limiter = function tollgateLimiter (request: FastifyRequest, reply: FastifyReply, done: Done): void {

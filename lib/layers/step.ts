@@ -13,7 +13,7 @@ import type { LimitDecision } from '../types/decision.js'
 import type { BucketRequest, StoreDecision } from '../types/store.js'
 import type { BucketPolicy } from '../types/engine.js'
 import type { PenaltyState, StepPenalty } from './penalty.js'
-import { isThenable } from './promises.js'
+import { endOnThrow, isThenable, thenSafely } from './promises.js'
 import { giveBackOthers, noteTake } from './registrations.js'
 import { LIMITED, PENALIZED, type StepEnd } from './outcome.js'
 
@@ -55,10 +55,10 @@ export function runStep (settings: Settings, step: RequestStep): void {
     return
   }
   if (isThenable(result)) {
-    result.then(
-      (decision) => { finish(settings, step, decision, elapsed(startedMs)) },
-      (error: unknown) => { storeFailed(settings, step, elapsed(startedMs), error) }
-    )
+    // What finishing throws (a malformed decision, an onLimit that broke it) is a 500, as with a synchronous store.
+    thenSafely(result,
+      (decision) => { endOnThrow(step, () => { finish(settings, step, decision, elapsed(startedMs)) }) },
+      (error: unknown) => { endOnThrow(step, () => { storeFailed(settings, step, elapsed(startedMs), error) }) })
   } else {
     finish(settings, step, result, elapsed(startedMs))
   }

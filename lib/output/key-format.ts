@@ -10,30 +10,49 @@
  * A bucket's key may carry suffixes after it: a limit's name (`:hour`, a route
  * quota's `#hour`), an identity's own quota (`~q500r50`), a penalty (`~penalty`).
  */
-import { createHash, createHmac } from 'node:crypto'
+import { createHash, createHmac, type Hash, type Hmac } from 'node:crypto'
 import type { BucketPolicy } from '../types/engine.js'
 
 /** Longest identity kept verbatim; longer ones are hashed. */
 const MAX_IDENTITY_LENGTH = 100
 /** Identities made only of these characters are kept verbatim; others are hashed. */
 const SAFE_IDENTITY = /^[\w.:@/+=-]+$/
+/** A surrogate that pairs with none (in `u` mode a pair is one code point): the string is not well-formed. */
+const LONE_SURROGATE = /[\uD800-\uDFFF]/u
 
 /**
  * An identity safe to put in a key: kept as it is when short and plain, else
  * `~` and a SHA-256 digest (`~` is not a plain character, so a hashed identity
  * never equals a verbatim one). It can never contain `{`, `}` or a newline.
+ * An ill-formed string (a lone surrogate) is hashed apart: see `illFormed`.
  */
 export function boundIdentity (identity: string): string {
   if (identity.length <= MAX_IDENTITY_LENGTH && SAFE_IDENTITY.test(identity)) return identity
+  if (LONE_SURROGATE.test(identity)) return '~' + illFormed(createHash('sha256'), identity)
   return '~' + createHash('sha256').update(identity).digest('base64url')
 }
 
 /**
  * Hides `edge.key` values (API keys) and a limiter's key values before they become part of a store key or
  * a log line: HMAC-SHA256 with `secret`, else plain SHA-256 (base64url, 43 characters).
+ * An ill-formed value (a lone surrogate) is hashed apart: see `illFormed`.
  */
 export function keyDigest (secret: string | undefined): (value: string) => string {
-  return (value) => (secret === undefined ? createHash('sha256') : createHmac('sha256', secret)).update(value).digest('base64url')
+  return (value) => {
+    const hash = secret === undefined ? createHash('sha256') : createHmac('sha256', secret)
+    return LONE_SURROGATE.test(value) ? illFormed(hash, value) : hash.update(value).digest('base64url')
+  }
+}
+
+/**
+ * The digest of an ill-formed string (one with a lone surrogate), which UTF-8
+ * cannot encode: hashing its UTF-8 bytes would take `'a\uD800'` as `'a\uFFFD'`,
+ * two identities in one bucket. Its UTF-16 code units are hashed instead, tagged
+ * `u16.` (47 characters), which no digest of a well-formed string reads like:
+ * base64url has no `.`. So `keyDigest` gives `u16.…` and `boundIdentity` `~u16.…`.
+ */
+function illFormed (hash: Hash | Hmac, value: string): string {
+  return 'u16.' + hash.update(Buffer.from(value, 'utf16le')).digest('base64url')
 }
 
 /**

@@ -7,6 +7,7 @@
  * order). layers/prepared.ts says when it may be used.
  */
 import { STATUS_CODES, type OutgoingHttpHeaders, type ServerResponse } from 'node:http'
+import { Http2ServerResponse } from 'node:http2'
 import type { LimitDecision } from '../types/decision.js'
 import { PENALIZED, RATE_LIMITED, type RefusalKind } from './errors.js'
 
@@ -80,7 +81,9 @@ export function writeRefusal (raw: ServerResponse, headers: Record<string, unkno
   if (headers['content-length'] !== undefined) delete headers['content-length']
   headers['content-type'] = ERROR_CONTENT_TYPE
   headers['content-length'] = body.length
-  const { statusCode, statusMessage } = raw
+  const { statusCode } = raw
+  // HTTP/2 has no status message (reading it warns): only HTTP/1's is kept, for a writeHead that throws after setting it.
+  const statusMessage = raw instanceof Http2ServerResponse ? undefined : raw.statusMessage
   try {
     raw.writeHead(refusal.bodies.statusCode, headers as OutgoingHttpHeaders)
   } catch {
@@ -88,7 +91,7 @@ export function writeRefusal (raw: ServerResponse, headers: Record<string, unkno
     // decision was on its way), or a header set earlier is invalid. Nothing was
     // written; Fastify's path answers (or ignores) the refusal as it did before.
     raw.statusCode = statusCode
-    raw.statusMessage = statusMessage
+    if (statusMessage !== undefined) raw.statusMessage = statusMessage
     return false
   }
   raw.end(body.text)

@@ -162,6 +162,41 @@ t.test('keyDigest: HMAC-SHA256 with a secret, SHA-256 without', async (t) => {
   t.equal(keyed('k'.repeat(300)), createHmac('sha256', 'a-secret-of-at-least-16-characters').update('k'.repeat(300)).digest('base64url'), 'a long value')
 })
 
+t.test('an ill-formed identity (a lone surrogate) gets a key of its own, never a well-formed one\'s', async (t) => {
+  // UTF-8 takes a lone surrogate as U+FFFD: hashing UTF-8 bytes would put these in one bucket.
+  const ill = 'alice\uD800'
+  const replaced = 'alice\uFFFD'
+  t.match(boundIdentity(ill), /^~u16\.[\w-]{43}$/)
+  t.not(boundIdentity(ill), boundIdentity(replaced))
+  t.not(boundIdentity(ill), boundIdentity('alice\uDC00'), 'two lone surrogates, two keys')
+  t.equal(boundIdentity(replaced), '~' + createHash('sha256').update(replaced).digest('base64url'), 'a well-formed id keeps its key')
+  t.equal(boundIdentity('a\uD83D\uDE00'), '~' + createHash('sha256').update('a\uD83D\uDE00').digest('base64url'), 'a surrogate pair is well-formed')
+  for (const digest of [keyDigest(undefined), keyDigest('a-secret-of-at-least-16-characters')]) {
+    t.match(digest(ill), /^u16\.[\w-]{43}$/)
+    t.not(digest(ill), digest(replaced))
+    t.match(digest(replaced), /^[\w-]{43}$/)
+  }
+})
+
+t.test('user ids and edge.key values with a lone surrogate do not share a bucket with their U+FFFD twin', async (t) => {
+  const { default: Fastify } = await import('fastify')
+  const { default: tollgate, memoryStore } = await import('../../lib/index.js')
+  const ids: Record<string, string> = { attacker: 'alice\uD800', victim: 'alice\uFFFD' }
+  for (const digestIds of [false, true]) {
+    const app = Fastify()
+    await app.register(tollgate, {
+      store: memoryStore(),
+      edge: { capacity: 1, refillPerSecond: 0, key: (request) => ids[String(request.headers['x-who'])] },
+      app: { digestIds, tiers: { default: { capacity: 1, refillPerSecond: 0 } }, identify: (request) => ({ id: ids[String(request.headers['x-who'])] as string }) }
+    })
+    app.get('/', async () => 'ok')
+    const codes = []
+    for (const who of ['attacker', 'victim']) codes.push((await app.inject({ url: '/', headers: { 'x-who': who } })).statusCode)
+    t.same(codes, [200, 200], `digestIds ${digestIds}: the victim keeps its own tokens`)
+    await app.close()
+  }
+})
+
 t.test('plainAddress: an address as BlockList checks it, or undefined', async (t) => {
   const cases: Array<[string | undefined, unknown]> = [
     ['203.0.113.7', { address: '203.0.113.7', family: 'ipv4' }],

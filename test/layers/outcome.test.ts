@@ -1,7 +1,8 @@
 import Fastify from 'fastify'
 import t from 'tap'
-import { buildApp, logSink, statuses } from '../helpers.js'
-import tollgate, { StoreUnavailableError, type LimitDecision } from '../../lib/index.js'
+import { buildApp, buildAppOn, logSink, statuses, unhandledRejections } from '../helpers.js'
+import { endOnThrow } from '../../lib/layers/promises.js'
+import tollgate, { StoreUnavailableError, memoryStore, type LimitDecision, type Store, type StoreDecision, type TollgateOptions } from '../../lib/index.js'
 
 t.test('shadow mode decides, counts, sets headers and logs would-be refusals, but never refuses', async (t) => {
   const { lines, logger } = logSink()
@@ -91,4 +92,52 @@ t.test('shadow mode never refuses, even when the store cannot decide', async (t)
   t.equal((await app.inject('/')).statusCode, 200, "a store refusing by failMode 'closed': passed")
   t.ok(lines.some((line) => line.level === 20 && /store unavailable; request passed \(shadow mode\)/.test(line.msg)))
   await app.close()
+})
+
+t.test('a throw while finishing a step is a 500 through Fastify, once and logged, with a store that answers later as with one that answers at once', async (t) => {
+  const escaped = unhandledRejections(t)
+  // A custom store's decision without `tokens`; an onLimit that breaks the decision it is handed.
+  const malformed = (): StoreDecision => ({ allowed: false, retryAfterMs: 1000 }) as unknown as StoreDecision
+  const cases: Array<[string, Store, Omit<TollgateOptions, 'store'>]> = [
+    ['sync malformed', { close: async () => {}, consume: malformed }, {}],
+    ['async malformed', { close: async () => {}, consume: async () => malformed() }, {}],
+    ['async onLimit', slowStore(memoryStore()), { onLimit: (_request, decision) => { (decision as { buckets?: unknown }).buckets = undefined } }]
+  ]
+  for (const [name, store, options] of cases) {
+    const { lines, logger } = logSink()
+    const app = await buildAppOn(store, { edge: { capacity: 1, refillPerSecond: 0 }, ...options }, { logger })
+    app.get('/', async () => 'ok')
+    const codes = name === 'async onLimit' ? await statuses(app, 2) : [(await app.inject('/')).statusCode]
+    t.equal(codes.at(-1), 500, `${name}: a 500`)
+    t.equal(lines.filter((line) => line.level === 50 && line.msg.includes('Cannot')).length, 1, `${name}: logged once`)
+    await app.close()
+  }
+  t.same(escaped, [], 'no unhandled rejection')
+})
+
+t.test('a step after an async key whose synchronous store answer breaks is a 500, not an unhandled rejection', async (t) => {
+  const escaped = unhandledRejections(t)
+  const store: Store = { close: async () => {}, consume: () => ({ allowed: false, retryAfterMs: 1000 }) as unknown as StoreDecision }
+  const app = await buildAppOn(store, { edge: { capacity: 1, refillPerSecond: 0, key: async () => 'k' } })
+  app.get('/', async () => 'ok')
+  t.equal((await app.inject('/')).statusCode, 500)
+  t.same(escaped, [])
+  await app.close()
+})
+
+/** `store`, answering each consume a tick later. */
+function slowStore (store: Store): Store {
+  return { close: async () => store.close(), consume: async (buckets) => store.consume(buckets) }
+}
+
+t.test('endOnThrow calls done once: a throw after done is only logged', async (t) => {
+  const calls: unknown[] = []
+  const logged: unknown[] = []
+  const end = { request: { log: { error: (object: object) => { logged.push(object) } } }, done: (error?: Error) => { calls.push(error) } }
+  endOnThrow(end, () => { end.done(); throw new Error('late') })
+  t.same(calls, [undefined])
+  t.equal(logged.length, 1)
+  const other = { ...end, done: (error?: Error) => { calls.push(error?.message) } }
+  endOnThrow(other, () => { throw new Error('early') })
+  t.same(calls, [undefined, 'early'])
 })

@@ -45,6 +45,25 @@ if (requireRedis(t)) {
     t.same(keys.filter((key) => key.includes(':victim-user}')), ['tollgate:{user:victim-user}:app'], 'only the victim\'s own buckets carry its user name')
   })
 
+  t.test('a user id with a lone surrogate has a Redis key of its own, apart from its U+FFFD twin', async (t) => {
+    const server = await startRedis(t)
+    const client = server.client(t)
+    const ids: Record<string, string> = { attacker: 'alice\uD800', victim: 'alice\uFFFD' }
+    const app = Fastify()
+    await app.register(tollgate, {
+      store: redisStore({ client, heartbeatIntervalMs: 0, timeoutMs: 2000 }),
+      app: { tiers: { default: { capacity: 1, refillPerSecond: 0 } }, identify: (request) => ({ id: ids[String(request.headers['x-who'])] as string }) }
+    })
+    app.get('/', async () => 'ok')
+    t.teardown(() => app.close())
+    const codes: number[] = []
+    for (const who of ['attacker', 'victim']) codes.push((await app.inject({ url: '/', headers: { 'x-who': who } })).statusCode)
+    t.same(codes, [200, 200], 'the victim keeps its own token')
+    const keys = await server.client(t).keys('tollgate:*')
+    t.equal(keys.length, 2)
+    t.ok(keys.includes(`tollgate:{user:~${createHash('sha256').update(ids.victim as string).digest('base64url')}}:app`), 'the well-formed id keeps its key')
+  })
+
   t.test('rotating addresses within one IPv6 /64 stays in one bucket', async (t) => {
     const server = await startRedis(t)
     const client = server.client(t)

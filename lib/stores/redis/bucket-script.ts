@@ -4,6 +4,7 @@
  * at once, not batched (they are rare next to consumes). Writes how a call is made
  * and how its reply is read back; a refund or a reset also clears the key's deny-cache state.
  */
+import { randomUUID } from 'node:crypto'
 import type { BucketPolicy, BucketReading } from '../../types/engine.js'
 import type { BucketRequest } from '../../types/store.js'
 import { StoreUnavailableError } from '../../output/errors.js'
@@ -27,11 +28,24 @@ export interface BucketScriptOptions {
 /** The script's operations. `'peek'` reads, `'refund'` gives back, `'reset'` deletes. */
 export type BucketOperation = 'peek' | 'refund' | 'reset'
 
-/** Calls the bucket script for `operation` on the store key `key` (prefixed); resolves with its raw reply. */
-export async function callBucketScript (options: BucketScriptOptions, operation: BucketOperation, key: string, policy: BucketRequest['policy'] | undefined, amount: number): Promise<unknown> {
+/**
+ * How long (ms) Redis remembers a refund's id (bucket.lua): longer than ioredis 6,
+ * under its default options, keeps a call to re-send while it reconnects (it
+ * gives the call up after 20 attempts, 50 ms doubling up to 5 s each: about 75 s),
+ * short enough that the ids of a flood of refunds (a give-back per refusal
+ * between registrations) stay few.
+ */
+export const REFUND_ID_TTL_MS = 120_000
+
+/**
+ * Calls the bucket script for `operation` on the store key `key` (prefixed); resolves with its raw reply.
+ * `refundId`: a refund's own id, so that the script applies it once however often it is sent.
+ */
+export async function callBucketScript (options: BucketScriptOptions, operation: BucketOperation, key: string, policy: BucketRequest['policy'] | undefined, amount: number, refundId?: string): Promise<unknown> {
   const { client, command, neverFullTtlMs, clock } = options
   const now = clock === undefined ? '' : clock()
-  return command.call(client, key, now, neverFullTtlMs, clock === undefined ? '0' : '1', operation, policy?.capacity ?? 0, policy?.refillPerSecond ?? 0, amount)
+  const head = [key, now, neverFullTtlMs, clock === undefined ? '0' : '1', operation, policy?.capacity ?? 0, policy?.refillPerSecond ?? 0, amount] as const
+  return refundId === undefined ? command.call(client, ...head) : command.call(client, ...head, refundId, REFUND_ID_TTL_MS)
 }
 
 /** A `'peek'` reply: tokens, ms until the amount, ms until full. Throws on anything else. */
@@ -77,10 +91,10 @@ export class BucketCalls {
     // of the catch (which always throws) a branch that no call can take.
     let reply: unknown
     try {
-      reply = await this.call(operation, key, policy, amount, keys)
+      reply = await this.call(operation, key, policy, amount, keys, operation === 'refund' ? randomUUID() : undefined)
     } catch (error) {
       log.line('error', 'write-failed', { err: error, operation, breaker: calls.state },
-        'fastify-tollgate: Redis call failed; refund or reset not applied to the shared quota')
+        'fastify-tollgate: Redis call failed; refund or reset may or may not have been applied to the shared quota')
       throw new StoreUnavailableError()
     } finally {
       denials?.forget(keys)
@@ -88,10 +102,13 @@ export class BucketCalls {
     return reply
   }
 
-  /** One call of the bucket script, bounded by `timeoutMs`, counted by the breaker; `inFlight`: settles the deny cache's count. */
-  call (operation: BucketOperation, key: string, policy: BucketPolicy | undefined, amount: number, inFlight?: ReadonlyArray<{ key: string }>): Promise<unknown> {
+  /**
+   * One call of the bucket script, bounded by `timeoutMs`, counted by the breaker; `inFlight`: settles the deny cache's count;
+   * `refundId`: a refund's id (applied once however often the client sends it).
+   */
+  call (operation: BucketOperation, key: string, policy: BucketPolicy | undefined, amount: number, inFlight?: ReadonlyArray<{ key: string }>, refundId?: string): Promise<unknown> {
     const stored = this.options.prefix + key
-    const call = callBucketScript(this.options, operation, stored, policy, amount)
+    const call = callBucketScript(this.options, operation, stored, policy, amount, refundId)
     if (inFlight !== undefined) this.options.denials?.settle([{ buckets: inFlight }], call)
     return this.options.calls.counted(call, stored)
   }

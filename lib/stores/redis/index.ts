@@ -211,8 +211,10 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Gives `bucket.cost` tokens back in Redis; resolves with the tokens the bucket
-   * holds then. Rejects with `StoreUnavailableError` when Redis does not take it.
+   * Gives `bucket.cost` tokens back in Redis, once however often the client sends
+   * the call (its id, bucket.lua); resolves with the tokens the bucket holds then.
+   * Rejects with `StoreUnavailableError` when Redis does not answer (then it may
+   * or may not have been applied) or the breaker is open (nothing sent).
    * The key's local state goes first: its deny-cache refusal, and the local
    * fallback's bucket gets the same refund.
    */
@@ -225,7 +227,8 @@ export class RedisStore implements Store {
 
   /**
    * Deletes a bucket in Redis (it is full again). Rejects with
-   * `StoreUnavailableError` when Redis does not take it. The key's deny-cache
+   * `StoreUnavailableError` when Redis does not answer (it may or may not have
+   * been applied) or the breaker is open. The key's deny-cache
    * refusal and its local fallback bucket go first.
    */
   async reset (key: string): Promise<void> {
