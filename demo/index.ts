@@ -50,7 +50,7 @@ const USAGE = `Usage: npm run demo -- [act …] [--svg <file>] [--decisions-svg 
   acts: 1 the token bucket, 2 three replicas, 3 Redis goes away, 4 the two layers, 5 watching it (default: all)
   --svg <file>: where act 2 writes its SVG (default: build/demo/replicas.svg)
   --decisions-svg <file>: where act 5 writes its SVG (default: build/demo/decisions.svg)
-  pool [--svg <file>]: the PostgreSQL pool scenario alone (about a minute; needs PostgreSQL on 127.0.0.1:5432),
+  pool [--svg <file>]: the PostgreSQL pool scenario alone (about 75 s; needs PostgreSQL on 127.0.0.1:5432),
     its SVG in build/demo/pool.svg unless --svg says where
 `
 const args = process.argv.slice(2)

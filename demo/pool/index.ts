@@ -1,7 +1,7 @@
 /**
  * `npm run demo -- pool [--svg <file>]`: a PostgreSQL pool of 10 connections
  * (each request holds one ~20 ms: about 500 requests a second) behind the
- * plugin, driven by open-loop load generators on loopback, in about a minute:
+ * plugin, driven by open-loop load generators on loopback, in about 75 s:
  * the unloaded latency, one abusive client without and with the plugin, a
  * crowd of clients each under its limits with static limits only, and the
  * same crowd with capacity protection. Prints a summary table and writes the

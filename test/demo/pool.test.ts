@@ -7,7 +7,10 @@
  */
 import t from 'tap'
 import pg from 'pg'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
 import { loadavg } from 'node:os'
+import { fileURLToPath } from 'node:url'
 import { CROWD, phases, recoveryMs, runPhase, type PhaseResult, type Plan } from '../../demo/pool/acts.js'
 import { addCounts } from '../../demo/pool/load.js'
 import { phaseFigures, type ClassFigures } from '../../demo/pool/report.js'
@@ -50,6 +53,18 @@ const machine = (result: PhaseResult): string =>
   `server CPU ${result.serverCpuMs.toFixed(0)} ms, event loop p99 ${result.serverEventLoopDelayP99Ms.toFixed(1)} ms; load generator CPU ${result.run.cpuMs.toFixed(0)} ms, event loop p99 ${result.run.eventLoopDelayP99Ms.toFixed(1)} ms; load average ${loadavg().map((n) => n.toFixed(2)).join(' ')}`
 const summary = (figures: ClassFigures[]): string => figures.map((f) =>
   `${f.name}: ${f.sent} sent, ${f.admittedPerSecond.toFixed(0)}/s, p50 ${f.p50.toFixed(1)} ms, p99 ${f.p99.toFixed(1)} ms, ${f.tooMany} 429, ${f.shed} 503, ${f.poolTimeouts} pool timeouts, ${f.noAnswer} no answer, ${f.otherErrors} other`).join('; ')
+
+t.test('npm run demo -- pool: a wrong argument fails with the usage, running nothing', async (t) => {
+  const demo = fileURLToPath(new URL('../../demo/index.js', import.meta.url))
+  const child = spawn(process.execPath, [demo, 'pool', '--fast'], { env: untracedEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
+  let output = ''
+  child.stdout.on('data', (chunk: Buffer) => { output += String(chunk) })
+  child.stderr.on('data', (chunk: Buffer) => { output += String(chunk) })
+  const [code] = await once(child, 'close') as [number | null]
+  t.equal(code, 1)
+  t.match(output, /^Unknown argument "--fast"\.\nUsage: npm run demo -- .*\n[^]*pool \[--svg <file>\]: the PostgreSQL pool scenario/)
+  t.notMatch(output, /The pool scenario/, 'no act ran')
+})
 
 t.test('the pool scenario on PostgreSQL', async (t) => {
   if (!await postgresUp()) {
