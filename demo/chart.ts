@@ -216,6 +216,6 @@ export function decisionsSvg (act: DecisionsAct): string {
   return parts.join('\n') + '\n'
 }
 
-function escapeXml (text: string): string {
+export function escapeXml (text: string): string {
   return text.replace(/[<>&"]/g, (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;' })[c] as string)
 }

@@ -7,6 +7,7 @@
  * their figures as SVGs, in build/demo/replicas.svg and build/demo/decisions.svg,
  * or in the files `--svg <file>` and `--decisions-svg <file>` name
  * (`npm run demo -- 2 --svg demo/replicas.svg` refreshes the README's).
+ * `npm run demo -- pool` runs the PostgreSQL pool scenario instead (demo/pool/).
  */
 import { writeFileSync } from 'node:fs'
 import { resolve } from 'node:path'
@@ -49,6 +50,8 @@ const USAGE = `Usage: npm run demo -- [act …] [--svg <file>] [--decisions-svg 
   acts: 1 the token bucket, 2 three replicas, 3 Redis goes away, 4 the two layers, 5 watching it (default: all)
   --svg <file>: where act 2 writes its SVG (default: build/demo/replicas.svg)
   --decisions-svg <file>: where act 5 writes its SVG (default: build/demo/decisions.svg)
+  pool [--svg <file>]: the PostgreSQL pool scenario alone (about 75 s; needs PostgreSQL on 127.0.0.1:5432),
+    its SVG in build/demo/pool.svg unless --svg says where
 `
 const args = process.argv.slice(2)
 if (args.includes('--help') || args.includes('-h')) {
@@ -69,6 +72,15 @@ function fileFlag (flag: string, fallback: string): string {
   }
   args.splice(at, 2)
   return resolve(process.env.INIT_CWD ?? process.cwd(), file) // npm runs scripts in the package folder; INIT_CWD is where it was called
+}
+if (args[0] === 'pool') {
+  const svg = fileFlag('--svg', 'pool.svg')
+  if (args.length > 1) {
+    process.stderr.write(`Unknown argument ${args.slice(1).map((arg) => `"${arg}"`).join(', ')}.\n${USAGE}`)
+    process.exit(1)
+  }
+  const { runPoolDemo } = await import('./pool/index.js')
+  process.exit(await runPoolDemo(svg))
 }
 const svgFile = fileFlag('--svg', 'replicas.svg')
 const decisionsSvgFile = fileFlag('--decisions-svg', 'decisions.svg')
