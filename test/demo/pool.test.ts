@@ -111,9 +111,8 @@ t.test('the pool scenario on PostgreSQL', async (t) => {
     const anonymous = addCounts(result.run.classes.filter((one) => one.spec.addressBase === CROWD.addressBase).map((one) => one.total))
     t.ok(vip.p99 <= bound, `vip p99 ${vip.p99.toFixed(1)} ms ≤ ${bound.toFixed(1)} ms`)
     t.equal(vip.tooMany + failed(vip), 0, 'no vip request refused by a limit or failed')
-    // Measured: 1 to 6 of 320 to 900 vip requests shed per run, at the flood's onset or in an event-loop stall,
-    // while the requests in flight (all tiers together) reached vip's 3/4 share of the limit.
-    t.equal(vip.shed, 0, 'no vip request shed', { todo: 'protect sheds a vip request now and then when in-flight requests bunch up' })
+    // A tier counts its own requests in flight and higher tiers', never the crowd's: the crowd cannot crowd vip out.
+    t.equal(vip.shed, 0, 'no vip request shed')
     t.equal(figures.reduce((sum, f) => sum + f.poolTimeouts, 0), 0, 'no pool timeout')
     t.equal(figures.reduce((sum, f) => sum + failed(f), 0), 0, 'no 5xx but the shed 503s')
     t.ok(anonymous.shed > 0, `the anonymous crowd is shed: ${anonymous.shed}`)
