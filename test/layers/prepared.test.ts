@@ -148,13 +148,15 @@ t.test('a refusal Node will not write (the response sent already, or an invalid 
         if (request.headers['x-early'] !== undefined) reply.raw.end('early')
         // Not a Latin-1 value: Node refuses to write it.
         if (request.headers['x-bad'] !== undefined) void reply.header('x-user', '日本')
+        // A status message set earlier is kept when Node refuses the refusal's head.
+        if (request.headers['x-reason'] !== undefined) reply.raw.statusMessage = 'Early Reason'
       })
     }
   }
   const prepared = await build(t, setup)
   const reference = await build(t, setup, throughFastify)
   for (const { app } of [prepared, reference]) t.equal((await app.inject('/')).statusCode, 200, 'the one token')
-  for (const headers of [{ 'x-early': '1' }, { 'x-bad': '1' }, {}]) {
+  for (const headers of [{ 'x-early': '1' }, { 'x-bad': '1' }, { 'x-bad': '1', 'x-reason': '1' }, {}]) {
     const answers = []
     for (const { app } of [prepared, reference]) {
       const response = await app.inject({ url: '/', headers })
