@@ -174,14 +174,14 @@ function storeGauges (prefix: string, registers: Registry[]): { degraded: Gauge<
  * last reading over its target (label `signal`).
  */
 function protectGauges (prefix: string, registers: Registry[]): Array<Gauge<string>> {
-  const gauge = (name: string, help: string, value: (state: ProtectionState) => number): Gauge<'registration'> => new Gauge({
+  const gauge = (name: string, help: string, value: (state: ProtectionState) => number, combine: Combine): Gauge<'registration'> => new Gauge({
     name: `${prefix}${name}`,
     help,
     labelNames: ['registration'] as const,
     registers,
     collect () {
       this.reset()
-      for (const state of protections()) this.set({ registration: state.registration ?? '' }, value(state))
+      for (const [registration, shown] of byRegistration(value, combine)) this.set({ registration }, shown)
     }
   })
   const signals = new Gauge({
@@ -191,19 +191,33 @@ function protectGauges (prefix: string, registers: Registry[]): Array<Gauge<stri
     registers,
     collect () {
       this.reset()
-      for (const state of protections()) {
-        for (const [signal, ratio] of Object.entries(state.ratios)) {
-          if (ratio !== undefined) this.set({ registration: state.registration ?? '', signal }, ratio)
-        }
+      for (const signal of ['gauge', 'latency', 'eventLoopDelay'] as const) {
+        for (const [registration, ratio] of byRegistration((state) => state.ratios[signal], Math.max)) this.set({ registration, signal }, ratio)
       }
     }
   })
   return [
-    gauge('protect_limit', 'Capacity protection: the limit on requests in flight, before priorities split it', (state) => state.limit),
-    gauge('protect_in_flight', 'Capacity protection: requests in flight that it admitted', (state) => state.inFlight),
-    gauge('protect_overload', 'Capacity protection: the smoothed overload, the largest signal over its target (1 = at target)', (state) => state.overload),
+    gauge('protect_limit', 'Capacity protection: the limit on requests in flight, before priorities split it (summed over the protections of one name)', (state) => state.limit, sum),
+    gauge('protect_in_flight', 'Capacity protection: requests in flight that it admitted', (state) => state.inFlight, sum),
+    gauge('protect_overload', 'Capacity protection: the smoothed overload, the largest signal over its target (1 = at target)', (state) => state.overload, Math.max),
     signals
   ]
+}
+
+type Combine = (a: number, b: number) => number
+const sum: Combine = (a, b) => a + b
+
+/** `value` of each open protection (those without one left out), combined by registration name (`''`: none): protections of one name in several apps or contexts show as one. */
+function byRegistration (value: (state: ProtectionState) => number | undefined, combine: Combine): Map<string, number> {
+  const shown = new Map<string, number>()
+  for (const state of protections()) {
+    const one = value(state)
+    if (one === undefined) continue
+    const registration = state.registration ?? ''
+    const before = shown.get(registration)
+    shown.set(registration, before === undefined ? one : combine(before, one))
+  }
+  return shown
 }
 
 /** Sets `gauge`, reset first, to `value` of the open stores' last health messages, grouped by labels (none when `undefined`). */

@@ -18,6 +18,8 @@
  *   flood meets it at once.
  */
 
+/** The largest overload taken from one reading: a single absurd reading decays within 7 intervals. */
+export const MAX_OVERLOAD = 100
 /** The largest cut in one interval: to half. */
 export const MAX_CUT = 0.5
 /** The share of the gap a smoothed overload closes per interval when the signals fall. */
@@ -64,7 +66,7 @@ export class ConcurrencyLimit {
   /** Moves the limit after one interval. */
   update (interval: Interval): void {
     const { min, max } = this.bounds
-    const seen = Number.isFinite(interval.overload) ? Math.max(0, interval.overload) : this.overload
+    const seen = Number.isNaN(interval.overload) ? this.overload : Math.min(MAX_OVERLOAD, Math.max(0, interval.overload))
     this.overload = seen >= this.overload ? seen : this.overload + DECAY * (seen - this.overload)
     if (this.overload > 1) {
       const inUse = Math.min(this.limit, Math.max(interval.inUse, min))
@@ -73,6 +75,11 @@ export class ConcurrencyLimit {
     } else if (interval.shed > 0) {
       this.limit = clamp(this.cut ? this.limit + Math.max(1, this.limit * GROWTH) : this.limit * 2, min, max)
     }
+  }
+
+  /** `intervals` that passed without a reading: the overload decays over each, the limit stays. */
+  rest (intervals: number): void {
+    for (let i = 0; i < intervals; i++) this.overload -= DECAY * this.overload
   }
 
   /**

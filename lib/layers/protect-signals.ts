@@ -1,33 +1,51 @@
 /**
  * Capacity protection's health signals, each read once per interval as a ratio
  * to its target (1 = at target): the event loop's p99 delay, the handler's mean
- * latency per route (measured by the plugin, from admission to the response's
- * end), and a gauge of the user's (a pool's waiting count). The largest ratio is
+ * latency per route (measured by the plugin, from the app layer's admission to
+ * its reply, `onSend`), and a gauge of the user's (a pool's waiting count). The largest ratio is
  * the interval's overload (engine/concurrency-limit.ts).
  */
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks'
 import type { FastifyBaseLogger } from 'fastify'
+import { describe } from '../config/check.js'
 import type { ProtectPlan } from '../config/plan.js'
+import { isThenable } from './promises.js'
 
-/** One route's handler latency over the current interval, against its target. */
+/**
+ * One route's handler latency against its target: the mean of the requests that
+ * ended during the interval, or, when it is larger, the mean age of those still in
+ * flight (a stalled dependency ends nothing, and must not read as healthy).
+ */
 export class RouteLatency {
   private sumMs = 0
   private count = 0
+  private inFlight = 0
+  /** The sum of the admission times of the requests in flight. */
+  private startedSum = 0
 
   constructor (readonly targetMs: number) {}
 
-  add (ms: number): void {
-    this.sumMs += ms
+  enter (startedMs: number): void {
+    this.inFlight++
+    this.startedSum += startedMs
+  }
+
+  /** A request admitted at `startedMs` ended at `nowMs`. */
+  leave (startedMs: number, nowMs: number): void {
+    this.inFlight--
+    this.startedSum -= startedMs
+    this.sumMs += nowMs - startedMs
     this.count++
   }
 
-  /** The interval's mean over the target (`undefined` without a sample), and a fresh interval. */
-  take (): number | undefined {
-    if (this.count === 0) return undefined
-    const ratio = this.sumMs / this.count / this.targetMs
+  /** The interval's reading over the target (`undefined`: nothing ended and nothing is in flight), and a fresh interval. */
+  take (nowMs: number): number | undefined {
+    if (this.count === 0 && this.inFlight === 0) return undefined
+    const ended = this.count === 0 ? 0 : this.sumMs / this.count
+    const age = this.inFlight === 0 ? 0 : nowMs - this.startedSum / this.inFlight
     this.sumMs = 0
     this.count = 0
-    return ratio
+    return Math.max(ended, age) / this.targetMs
   }
 }
 
@@ -62,8 +80,8 @@ export class Signals {
     return latency
   }
 
-  /** The largest ratio this interval (0 when no signal had a reading), each signal's kept in `last`. */
-  read (): number {
+  /** The largest ratio this interval, at `nowMs` (0 when no signal had a reading), each signal's kept in `last`. */
+  read (nowMs: number): number {
     const { last, plan } = this
     if (this.loop !== undefined) {
       // Nanoseconds; a histogram without a sample reads 0.
@@ -73,7 +91,7 @@ export class Signals {
     if (this.routes.length > 0) {
       let latency: number | undefined
       for (const route of this.routes) {
-        const ratio = route.take()
+        const ratio = route.take(nowMs)
         if (ratio !== undefined && (latency === undefined || ratio > latency)) latency = ratio
       }
       last.latency = latency
@@ -96,7 +114,7 @@ export class Signals {
       return undefined
     }
     if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-      this.gaugeFailedOnce(undefined, `returned ${String(value)}`)
+      this.gaugeFailedOnce(undefined, isThenable(value) ? 'returned a promise (it must return a number at once)' : `returned ${describe(value)}`)
       return undefined
     }
     return value / gauge.target

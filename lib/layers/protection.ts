@@ -19,8 +19,12 @@ interface InFlight {
   readonly level: Level
   readonly started: number
   readonly latency: RouteLatency | undefined
+  readonly reply: FastifyReply
   left: boolean
 }
+
+/** The most quiet intervals a tick lets the overload decay over (from MAX_OVERLOAD to 1 takes 7). */
+const MAX_QUIET_INTERVALS = 64
 
 /** The longest `Retry-After` of a shed request, in ms. */
 const MAX_RETRY_MS = 60_000
@@ -37,6 +41,8 @@ export class Protection implements ProtectionState {
   /** Each tier's level. */
   private readonly tierLevels: Map<string, Level>
   private readonly release: () => void
+  /** Requests whose client went away before their reply was sent: swept each interval. */
+  private readonly abandoned = new Set<InFlight>()
   /** Where a request holds its entry (this registration's own symbol). */
   private readonly admitted = Symbol('fastify-tollgate: in flight')
 
@@ -60,25 +66,33 @@ export class Protection implements ProtectionState {
     return (critical ? this.priorities.levels[0] : this.tierLevels.get(tier)) as Level
   }
 
-  /** Whether a request of `level` is admitted now; the interval moves on first when it is over. */
+  /** Whether a request of `level` is admitted now; the interval moves on first when it is over (or when the clock went back). */
   admits (level: Level): boolean {
     const now = this.clock()
-    if (now - this.intervalStart >= this.plan.intervalMs) this.tick(now)
+    const elapsed = now - this.intervalStart
+    if (elapsed >= this.plan.intervalMs || elapsed < 0) this.tick(now)
     return this.priorities.admits(level, this.law.limit)
   }
 
   /**
    * Counts an admitted request in flight until its handler's work is over: at
-   * `onSend` (its reply is being sent: the handler returned, or failed), or when
-   * its response finished without one (a hijacked reply). A client that goes
-   * away does not end it: its handler still holds what it holds.
+   * `onSend` (its reply is being sent: the handler returned, or failed), or for a
+   * hijacked reply when its connection closes. A client that goes away does not
+   * end it: its handler still holds what it holds (swept each interval until its
+   * reply was sent, when no `onSend` ran for it).
    */
   enter (level: Level, request: FastifyRequest, reply: FastifyReply, latency: RouteLatency | undefined): void {
     const use = this.priorities.enter(level)
     if (use > this.inUse) this.inUse = use
-    const entry: InFlight = { level, started: this.clock(), latency, left: false }
+    const started = this.clock()
+    latency?.enter(started)
+    const entry: InFlight = { level, started, latency, reply, left: false }
     ;(request as unknown as Record<symbol, InFlight>)[this.admitted] = entry
-    reply.raw.once('finish', () => { this.leave(entry) })
+    reply.raw.once('close', () => {
+      if (entry.left) return
+      if (reply.sent) this.leave(entry)
+      else this.abandoned.add(entry)
+    })
   }
 
   /** The `onSend` hook (added for every route of the plugin's context): an admitted request's work is over. */
@@ -103,11 +117,26 @@ export class Protection implements ProtectionState {
     if (entry.left) return
     entry.left = true
     this.priorities.leave(entry.level)
-    entry.latency?.add(this.clock() - entry.started)
+    entry.latency?.leave(entry.started, this.clock())
   }
 
+  /**
+   * The interval's end: the intervals that passed without an admission let the
+   * overload decay, then the signals as read now move the limit. A clock that went
+   * back starts a new interval.
+   */
   private tick (now: number): void {
-    this.law.update({ overload: this.signals.read(), inUse: this.inUse, shed: this.shed })
+    const { intervalMs } = this.plan
+    if (now >= this.intervalStart) {
+      this.law.rest(Math.min(MAX_QUIET_INTERVALS, Math.floor((now - this.intervalStart) / intervalMs) - 1))
+      this.law.update({ overload: this.signals.read(now), inUse: this.inUse, shed: this.shed })
+    }
+    for (const entry of this.abandoned) {
+      if (entry.left || entry.reply.sent) {
+        this.leave(entry)
+        this.abandoned.delete(entry)
+      }
+    }
     this.inUse = this.priorities.inUse()
     this.shed = 0
     this.intervalStart = now

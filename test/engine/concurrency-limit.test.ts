@@ -6,7 +6,7 @@
  */
 import { test } from 'tap'
 import fc from 'fast-check'
-import { ConcurrencyLimit, DECAY, GROWTH, INITIAL_LIMIT, MAX_CUT, type Interval } from '../../lib/engine/concurrency-limit.js'
+import { ConcurrencyLimit, DECAY, GROWTH, INITIAL_LIMIT, MAX_CUT, MAX_OVERLOAD, type Interval } from '../../lib/engine/concurrency-limit.js'
 
 const bounds = { min: 4, max: 1000 }
 const quiet: Interval = { overload: 0.5, inUse: 0, shed: 0 }
@@ -61,13 +61,20 @@ test('the overload rises at once and decays by halves', async (t) => {
   t.same(seen, [3, 2, 1.5, 1.25, 5, 2.5])
 })
 
-test('a reading that is not a finite number is no reading', async (t) => {
+test('NaN is no reading; a negative one reads 0; one above MAX_OVERLOAD (Infinity too) reads MAX_OVERLOAD', async (t) => {
   const law = new ConcurrencyLimit(bounds)
   law.update({ overload: 2, inUse: 20, shed: 0 })
   law.update({ overload: Number.NaN, inUse: 10, shed: 0 })
   t.equal(law.overload, 2, 'kept')
   law.update({ overload: -3, inUse: 10, shed: 0 })
   t.equal(law.overload, 1, 'a negative one reads 0')
+  law.update({ overload: Number.MAX_VALUE, inUse: 10, shed: 0 })
+  t.equal(law.overload, MAX_OVERLOAD)
+  law.update({ overload: Infinity, inUse: 10, shed: 0 })
+  t.equal(law.overload, MAX_OVERLOAD)
+  let intervals = 0
+  while (law.overload > 1) { law.update({ overload: 0, inUse: 4, shed: 0 }); intervals++ }
+  t.equal(intervals, 7, 'an absurd reading decays within 7 intervals')
 })
 
 test('recoveryMs: the overload decaying to its target, then the limit growing to the load', async (t) => {
