@@ -89,6 +89,9 @@ test('a gauge that throws or reads garbage is left out, logged once; requests go
   p.clock.advance(100)
   await hold(p, 1, 'anonymous')
   p.held.release()
+  reading = (async () => 1) as unknown as () => number
+  p.clock.advance(100)
+  t.equal((await p.app.inject('/quick')).statusCode, 200, 'nor a promise')
   reading = () => Object.create(null) as number
   p.clock.advance(100)
   t.equal((await p.app.inject('/quick')).statusCode, 200, 'an object without a prototype is no reading either')
