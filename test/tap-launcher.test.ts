@@ -2,7 +2,7 @@ import { test } from 'tap'
 import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
-import { coverageArgs } from './tap.js'
+import { aloneFiles, ALONE, coverageArgs, plan, sumTotals } from './tap.js'
 import { COVERAGE_SUMMARY, hasCode, modulesWithCode, readCoverage } from './tap-coverage.js'
 
 test('npm test relaxes the coverage rule only when Redis is missing outside CI', async (t) => {
@@ -38,4 +38,14 @@ test('coverage: a module of lib/ with code that tap\'s report does not name (no 
   rmSync(join(root, 'build/lib/unused.js'))
   t.same(modulesWithCode(root), ['lib/index.ts', 'lib/unused.ts'], 'a module not built counts as one with code')
   t.same([hasCode('export {};\n'), hasCode('"use strict";\nexport {};\n'), hasCode('/* a */ export {}; // b\n')], [false, true, false])
+})
+
+test('a full run leaves ALONE\'s files to a run of their own; a run of named files or --quick does not', async (t) => {
+  t.same(aloneFiles(plan([], true, true)), ALONE)
+  t.same(aloneFiles(plan(['--jobs=2'], true, true)), ALONE)
+  t.same(aloneFiles(plan(['build/test/engine'], true, true)), [])
+  t.same(aloneFiles(plan(['--quick'], true, true)), [])
+  t.same(sumTotals({ total: 3, pass: 2, fail: 1 }, { total: 2, pass: 2 }), { total: 5, pass: 4, fail: 1 })
+  t.same(sumTotals(undefined, { total: 2 }), { total: 2 })
+  t.same(sumTotals({ total: 2 }, undefined), { total: 2 })
 })

@@ -45,6 +45,15 @@ const tapCommand = (): string => existsSync(TAP_BIN) ? TAP_BIN : 'tap'
  */
 export const JOBS = 6
 
+/**
+ * Test files a full run runs on their own, after the others: the pool scenario
+ * (test/demo/pool.test.ts) drives a PostgreSQL pool at hundreds of requests a
+ * second from load generators on the same two cores, and its latency bounds are
+ * about the service, not about five other test files computing beside it. Without
+ * coverage (they run the plugin in child processes).
+ */
+export const ALONE = ['build/test/demo/pool.test.js']
+
 /** What `--quick` runs: no Redis (skipped), no coverage. */
 export const QUICK = ['build/test/engine', 'build/test/stores/memory.test.js', 'build/test/layers', 'build/test/config']
 
@@ -105,15 +114,24 @@ export function ranNoTest (file: FileResult, thePlan: Plan): boolean {
   return file.ok && file.passed === 0 && !redisSkip
 }
 
-/** Runs tap, the TAP to `TAP_FILE` and read on the way; a dot per file that passed, F per file that failed. */
-async function runTap (thePlan: Plan, env: NodeJS.ProcessEnv): Promise<{ code: number, summary: TapSummary }> {
-  const summary = new TapSummary()
-  const tapOut = createWriteStream(TAP_FILE)
-  const errOut = createWriteStream(STDERR_FILE)
-  const child = spawn(tapCommand(), thePlan.args, { env, stdio: ['ignore', 'pipe', 'pipe'] })
+/** The files `args` leaves to a run of their own: `ALONE`'s, in a full run (no file named, not --quick). */
+export function aloneFiles (thePlan: Plan): string[] {
+  const named = thePlan.args.some((arg) => !arg.startsWith('-'))
+  return thePlan.quick || named ? [] : ALONE
+}
+
+/**
+ * Runs tap with `args`, the TAP to `TAP_FILE` (appended to with `append`) and read
+ * on the way into `summary`; a dot per file that passed, F per file that failed.
+ */
+async function runTap (thePlan: Plan, args: string[], env: NodeJS.ProcessEnv, summary: TapSummary, append = false): Promise<number> {
+  const flags = append ? 'a' : 'w'
+  const tapOut = createWriteStream(TAP_FILE, { flags })
+  const errOut = createWriteStream(STDERR_FILE, { flags })
+  const child = spawn(tapCommand(), args, { env, stdio: ['ignore', 'pipe', 'pipe'] })
   child.on('error', (error) => { errOut.write(`${String(error)}\n`) })
   child.stderr.pipe(errOut)
-  let files = 0
+  let files = summary.files.length
   createInterface({ input: child.stdout }).on('line', (line) => {
     tapOut.write(`${line}\n`)
     summary.line(line)
@@ -126,7 +144,15 @@ async function runTap (thePlan: Plan, env: NodeJS.ProcessEnv): Promise<{ code: n
   const code = await new Promise<number>((resolve) => child.once('close', (status) => { resolve(status ?? 1) }))
   await Promise.all([tapOut, errOut].map((stream) => new Promise((resolve) => stream.end(resolve))))
   if (files > 0) process.stdout.write('\n')
-  return { code, summary }
+  return code
+}
+
+/** tap's counts of two runs, added. */
+export function sumTotals (a: Record<string, number> | undefined, b: Record<string, number> | undefined): Record<string, number> | undefined {
+  if (a === undefined || b === undefined) return a ?? b
+  const sum: Record<string, number> = { ...a }
+  for (const [key, value] of Object.entries(b)) sum[key] = (sum[key] ?? 0) + value
+  return sum
 }
 
 const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)} s`
@@ -203,8 +229,19 @@ async function main (): Promise<void> {
   rmSync(COVERAGE_SUMMARY, { force: true })
   const env = thePlan.quick ? { ...process.env, [NO_REDIS]: '1' } : process.env
   process.stdout.write(`${thePlan.quick ? 'Quick tests' : 'Tests'}: tap ${thePlan.args.join(' ')}\nFull TAP: ${TAP_FILE}\n`)
-  const { code, summary } = await runTap(thePlan, env)
+  const summary = new TapSummary()
+  const alone = aloneFiles(thePlan)
+  let code = await runTap(thePlan, [...thePlan.args, ...alone.map((file) => `--exclude=${file}`)], env, summary)
+  // Read before the files run alone: their run measures no coverage.
   const coverage = thePlan.coverage === 'off' ? undefined : readCoverage(process.cwd())
+  if (alone.length > 0) {
+    const before = summary.totals
+    summary.totals = undefined
+    process.stdout.write(`Alone: ${alone.join(' ')}\n`)
+    const aloneCode = await runTap(thePlan, ['--reporter=tap', '--jobs=1', '--disable-coverage', ...alone], env, summary, true)
+    if (code === 0) code = aloneCode
+    summary.totals = sumTotals(before, summary.totals)
+  }
   if (coverage !== undefined && !coverage.full) spawnSync(tapCommand(), ['report', 'text'], { stdio: 'inherit' })
   const stderr = readFileSync(STDERR_FILE, 'utf8').split('\n')
   const expected = listedFiles(thePlan.args)
