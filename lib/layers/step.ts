@@ -56,9 +56,11 @@ export function runStep (settings: Settings, step: RequestStep): void {
   }
   if (isThenable(result)) {
     // What finishing throws (a malformed decision, an onLimit that broke it) is a 500, as with a synchronous store.
-    thenSafely(result,
-      (decision) => { endOnThrow(step, () => { finish(settings, step, decision, elapsed(startedMs)) }) },
-      (error: unknown) => { endOnThrow(step, () => { storeFailed(settings, step, elapsed(startedMs), error) }) })
+    const onDecision = (decision: StoreDecision): void => { endOnThrow(step, () => { finish(settings, step, decision, elapsed(startedMs)) }) }
+    const onFailure = (error: unknown): void => { endOnThrow(step, () => { storeFailed(settings, step, elapsed(startedMs), error) }) }
+    // A native promise's then() rejects only if a handler throws, and these do not: no guard on what it returns.
+    if (result instanceof Promise) void result.then(onDecision, onFailure)
+    else thenSafely(result, onDecision, onFailure)
   } else {
     finish(settings, step, result, elapsed(startedMs))
   }

@@ -101,7 +101,9 @@ t.test('a throw while finishing a step is a 500 through Fastify, once and logged
   const cases: Array<[string, Store, Omit<TollgateOptions, 'store'>]> = [
     ['sync malformed', { close: async () => {}, consume: malformed }, {}],
     ['async malformed', { close: async () => {}, consume: async () => malformed() }, {}],
-    ['async onLimit', slowStore(memoryStore()), { onLimit: (_request, decision) => { (decision as { buckets?: unknown }).buckets = undefined } }]
+    ['async onLimit', slowStore(memoryStore()), { onLimit: (_request, decision) => { (decision as { buckets?: unknown }).buckets = undefined } }],
+    // A hand-made thenable, not a native promise.
+    ['thenable malformed', { close: async () => {}, consume: () => ({ then: (ok: (d: StoreDecision) => void) => { setImmediate(() => { ok(malformed()) }) } }) as unknown as StoreDecision }, {}]
   ]
   for (const [name, store, options] of cases) {
     const { lines, logger } = logSink()
