@@ -28,7 +28,7 @@
 //   can also take work that V8's trace does not show (a wall-clock timer that
 //   fires inside it, a full collection): 136k to 205k against 63k in some windows
 //   of a run under load, on every scenario, the peers' too. The mean let one such
-//   window move a run by 30%; the median of six (the gate: three) leaves it out.
+//   window move a run by 30%; the median of six (the gate: three, five on Redis) leaves it out.
 // With these, five runs of each scenario spread by at most 0.7% (1 connection) and
 // 1% (10 connections; the two shapes measure within 0.5% of each other).
 //
