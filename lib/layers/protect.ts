@@ -6,15 +6,13 @@
  * No store call: each replica protects what it sees.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { decisionChannel, publishDecision } from '../output/diagnostics.js'
 import type { LimitDecision } from '../types/decision.js'
 import type { Settings } from './context.js'
 import type { Done } from './outcome.js'
 import type { RouteLatency } from './protect-signals.js'
 import type { Level } from '../engine/priority-levels.js'
 import type { Protection } from './protection.js'
-import { giveBackOthers } from './registrations.js'
-import { callOnLimit } from './step.js'
+import { reportRefusal } from './step.js'
 
 /** What one route's app hook protects with. */
 export interface ProtectedRoute {
@@ -43,14 +41,15 @@ export function admit (settings: Settings, route: ProtectedRoute, admission: Adm
   const level = protection.levelOf(admission.tier, route.critical)
   if (!protection.admits(level)) {
     const limit = shedDecision(settings, protection, admission, level)
+    const bucket = limit.buckets[0] as LimitDecision['buckets'][number]
+    const asked = [{ key: bucket.key, policy: { capacity: bucket.capacity, refillPerSecond: 0 }, cost: 1 }]
+    // No store was asked: published with a store time of 0.
+    reportRefusal(settings, { request: admission.request, limit, asked, degraded: undefined, storeMs: 0 })
     if (!settings.outcome.shadow) {
-      if (settings.group.size > 1) giveBackOthers(admission.request, settings)
-      report(settings, admission, limit)
       settings.outcome.refused(admission, limit, protection.reason)
       return false
     }
     admission.request.log.info({ rateLimit: limit }, 'fastify-tollgate: would shed (shadow mode)')
-    report(settings, admission, limit)
   }
   protection.enter(level, admission.request, admission.reply, route.latency)
   return true
@@ -69,11 +68,3 @@ function shedDecision (settings: Settings, protection: Protection, admission: Ad
   if (settings.name !== undefined) limit.registration = settings.name
   return limit
 }
-
-function report (settings: Settings, admission: Admission, limit: LimitDecision): void {
-  const bucket = limit.buckets[0] as LimitDecision['buckets'][number]
-  settings.shadowCounter?.record(limit, [{ key: bucket.key, policy: { capacity: bucket.capacity, refillPerSecond: 0 }, cost: 1 }])
-  if (decisionChannel.hasSubscribers) publishDecision(admission.request, limit, settings.outcome.shadow, undefined, 0)
-  if (settings.onLimit !== undefined) callOnLimit(settings.onLimit, admission.request, limit)
-}
-

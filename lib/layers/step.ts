@@ -142,18 +142,38 @@ function finish (settings: Settings, step: RequestStep, decision: StoreDecision,
     step.done()
     return
   }
-  if (settings.group.size > 1 && !outcome.shadow) giveBackOthers(request, settings)
   const limit = report(step, decision, settings.name)
   const penalty = penalize(settings, step, decision, limit)
-  // Before onLimit, which may change `limit`.
-  settings.shadowCounter?.record(limit, step.buckets)
-  if (storeMs !== UNWATCHED) publishDecision(request, limit, outcome.shadow, decision.degraded, storeMs)
-  if (settings.onLimit !== undefined) callOnLimit(settings.onLimit, request, limit)
+  reportRefusal(settings, { request, limit, asked: step.buckets, degraded: decision.degraded, storeMs })
   outcome.refused(step, limit, penalty !== 'none' && (step.penalty as StepPenalty).settings.status === 403 ? PENALIZED : LIMITED)
 }
 
+/** A refusal (or, in shadow mode, a would-be refusal) to report: a layer's or capacity protection's. */
+export interface Refusal {
+  request: FastifyRequest
+  limit: LimitDecision
+  /** The buckets the refusal is counted against in the shadow report. */
+  asked: readonly BucketRequest[]
+  degraded: StoreDecision['degraded']
+  /** The store's time to decide, published with it; UNWATCHED: not published. */
+  storeMs: number
+}
+
+/**
+ * Everything a refusal does before its outcome: other registrations give back what
+ * they took (unless in shadow mode), the shadow report counts it, the diagnostics
+ * channel hears it when watched, then `onLimit` (last: it may change `limit`).
+ */
+export function reportRefusal (settings: Settings, refusal: Refusal): void {
+  const { request, limit } = refusal
+  if (settings.group.size > 1 && !settings.outcome.shadow) giveBackOthers(request, settings)
+  settings.shadowCounter?.record(limit, refusal.asked)
+  if (refusal.storeMs !== UNWATCHED && decisionChannel.hasSubscribers) publishDecision(request, limit, settings.outcome.shadow, refusal.degraded, refusal.storeMs)
+  if (settings.onLimit !== undefined) callOnLimit(settings.onLimit, request, limit)
+}
+
 /** Calls `onLimit`; what it throws, or an async one rejects, is logged, never an unhandled rejection. */
-export function callOnLimit (onLimit: NonNullable<Settings['onLimit']>, request: FastifyRequest, limit: LimitDecision): void {
+function callOnLimit (onLimit: NonNullable<Settings['onLimit']>, request: FastifyRequest, limit: LimitDecision): void {
   try {
     const returned: unknown = onLimit(request, limit)
     if (isThenable(returned)) returned.then(undefined, (error: unknown) => { request.log.error({ err: error }, 'fastify-tollgate: onLimit rejected') })

@@ -86,7 +86,8 @@ export class Heartbeat {
   private beat (leaving: '0' | '1'): Promise<unknown> {
     const { client, command, calls, prefix, intervalMs } = this.options
     const call = command.call(client, prefix + REPLICAS_KEY, this.replicaId, BEAT_LIFETIME_INTERVALS * intervalMs, leaving)
-    if (leaving === '0') call.then((reply) => { if ((reply as unknown[])[1] === '1') this.lost() }, () => {})
+    // A reply that is no list (a corrupting middlebox) is not read here; count() logs it.
+    if (leaving === '0') call.then((reply) => { if (Array.isArray(reply) && reply[1] === '1') this.lost() }, () => {})
     return calls.wait(call, calls.nodeOf(REPLICAS_KEY))
   }
 

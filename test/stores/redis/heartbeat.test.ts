@@ -7,6 +7,7 @@ import t, { type Test } from 'tap'
 import { Redis } from 'ioredis'
 import { redisStore, type RedisStore } from '../../../lib/index.js'
 import { requireRedis, startRedis, type RedisServer } from '../../redis-server.js'
+import { TcpProxy } from '../../faults/proxy.js'
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 const INTERVAL_MS = 100
@@ -82,5 +83,29 @@ if (requireRedis(t)) {
     while ((stores[0] as RedisStore).liveReplicas !== 2 && performance.now() < closed + 1000) await sleep(5)
     t.equal((stores[0] as RedisStore).liveReplicas, 2)
     t.ok(performance.now() - closed <= INTERVAL_MS + 150, 'counted gone at the next beat (plus a beat\'s round trip)')
+  })
+
+  t.test('a beat whose reply is no list (a corrupting middlebox) keeps the last count, and the process', async (t) => {
+    const server = await startRedis(t)
+    const proxy = new TcpProxy(server.port)
+    const port = await proxy.listen()
+    t.teardown(async () => { await proxy.close() })
+    const direct = await replica(t, server)
+    const client = new Redis({ port, maxRetriesPerRequest: 0 })
+    const proxied = redisStore({ client, heartbeatIntervalMs: INTERVAL_MS, timeoutMs: 200 })
+    await proxied.ready()
+    t.teardown(async () => { await proxied.close(); client.disconnect() })
+    const deadline = performance.now() + 3000
+    while ((proxied.liveReplicas !== 2 || direct.store.liveReplicas !== 2) && performance.now() < deadline) await sleep(10)
+    t.equal(proxied.liveReplicas, 2)
+    // The beat's reply, two strings (the count, and '1' when this replica's beat was new), comes back as a null list.
+    const beat = /^\*2\r\n\$\d+\r\n\d+\r\n\$1\r\n[01]\r\n$/
+    let rewritten = 0
+    proxy.rewrite = (chunk) => { if (!beat.test(chunk.toString('latin1'))) return chunk; rewritten++; return Buffer.from('*-1\r\n', 'latin1') }
+    t.equal(await lowestCount([proxied], 5 * INTERVAL_MS), 2, 'the count stays at the last one read')
+    t.ok(rewritten >= 3, `${rewritten} beats answered with a null list, none threw out of the store`)
+    proxy.rewrite = undefined
+    await sleep(2 * INTERVAL_MS)
+    t.equal(proxied.liveReplicas, 2, 'and beats are read again')
   })
 }
