@@ -31,7 +31,7 @@ const MAX_RETRY_MS = 60_000
 
 /** One registration's capacity protection in this process. */
 export class Protection implements ProtectionState {
-  readonly law: ConcurrencyLimit
+  private readonly law: ConcurrencyLimit
   readonly reason: RefusalReason
   private readonly priorities: PriorityLevels
   /** The interval's limit in use: the least limit under which its admissions would all have passed. */
