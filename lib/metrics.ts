@@ -211,6 +211,8 @@ const sum: Combine = (a, b) => a + b
 function byRegistration (value: (state: ProtectionState) => number | undefined, combine: Combine): Map<string, number> {
   const shown = new Map<string, number>()
   for (const state of protections()) {
+    // An interval that ended without an admission is closed first: an idle replica's state moves on.
+    state.refresh()
     const one = value(state)
     if (one === undefined) continue
     const registration = state.registration ?? ''

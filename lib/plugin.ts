@@ -57,6 +57,7 @@ const tollgate: FastifyPluginAsync<TollgateOptions> = async (fastify: FastifyIns
       if (route !== false && route.quota !== undefined) routeQuotas.set(route.bucket, route.quota)
       if (route !== false && route.app && appContext !== undefined) {
         attachAppHook(routeOptions, appContext.app.hook, createAppHook(appContext, route))
+        if (settings.protection !== undefined) routeOptions.handler = settings.protection.watchHandler(routeOptions.handler)
         const above = context.warnings.armed('TOLLGATE_TIER_ABOVE_EDGE') ? tierAboveEdge(route, appContext.app) : undefined
         if (above !== undefined) context.warnings.warn('TOLLGATE_TIER_ABOVE_EDGE', { ...above })
       }

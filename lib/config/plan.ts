@@ -77,6 +77,8 @@ export interface RouteCheckContext {
   quotaShare: number
   /** Whether the store has `refund()`, which a penalty needs. */
   refunds: boolean
+  /** `protect`, checked: capacity protection; `undefined`: none. */
+  protect: ProtectPlan | undefined
 }
 
 export interface Plan extends RouteCheckContext {
@@ -94,8 +96,6 @@ export interface Plan extends RouteCheckContext {
   asyncTimeoutMs: number
   /** `decisions`: each layer's decision is kept on the request, for `fastify.tollgate.decision(request)`. */
   decisions: boolean
-  /** `protect`, checked: capacity protection; `undefined`: none. */
-  protect: ProtectPlan | undefined
 }
 
 /** A route's `config.rateLimit`, checked. */

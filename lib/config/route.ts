@@ -62,6 +62,10 @@ export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'u
   const appHere = app !== undefined && config.app !== false && (replace ? config.quota !== undefined : app.global || namesApp)
   if (config.critical !== undefined && typeof config.critical !== 'boolean') expected(fail, 'rateLimit.critical', 'a boolean', config.critical)
   const latencyMs = config.latencyMs === undefined ? undefined : checkLatencyTarget(fail, config.latencyMs)
+  if ((config.critical === true || latencyMs !== undefined) && (plan.protect === undefined || !appHere)) {
+    fail('`rateLimit.critical` and `rateLimit.latencyMs` belong to capacity protection, which runs in the app layer: ' +
+      (plan.protect === undefined ? 'set the `protect` option' : 'the app layer leaves this route out (`rateLimit.app: false`, or `app.global: false` without `rateLimit.app: true`)'))
+  }
   const settled = { route, bucket, edgeBuckets, edgeQuota, edgeKey, replace, app: appHere, penalty, critical: config.critical === true, latencyMs }
   if (app === undefined) return { ...settled, cost: 1, quota: undefined }
   const quota = checkRouteQuota(fail, config.quota, app.tiers, plan)

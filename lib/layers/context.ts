@@ -32,7 +32,7 @@ export interface AppSettings extends AppPlan {
   userId: (id: string) => string
 }
 
-export interface Settings extends Omit<Plan, 'store' | 'edge' | 'app' | 'protect'> {
+export interface Settings extends Omit<Plan, 'store' | 'edge' | 'app'> {
   /** The plugin's store (the app layer's, and the edge's under `edge.mode: 'exact'`). */
   store: Store
   edge: EdgeSettings | undefined

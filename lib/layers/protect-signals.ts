@@ -113,8 +113,14 @@ export class Signals {
       this.gaugeFailedOnce(error, 'threw')
       return undefined
     }
+    if (isThenable(value)) {
+      // Not awaited, but heard: a rejection it holds must not end the process.
+      Promise.resolve(value).then(undefined, () => {})
+      this.gaugeFailedOnce(undefined, 'returned a promise (it must return a number at once)')
+      return undefined
+    }
     if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-      this.gaugeFailedOnce(undefined, isThenable(value) ? 'returned a promise (it must return a number at once)' : `returned ${describe(value)}`)
+      this.gaugeFailedOnce(undefined, `returned ${describe(value)}`)
       return undefined
     }
     return value / gauge.target

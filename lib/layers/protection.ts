@@ -4,7 +4,7 @@
  * the health signals (protect-signals.ts) and split by priority. layers/protect.ts
  * admits and sheds with it.
  */
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify'
 import type { ProtectPlan } from '../config/plan.js'
 import { ConcurrencyLimit } from '../engine/concurrency-limit.js'
 import { OverloadedError, overloaded } from '../output/errors.js'
@@ -12,15 +12,18 @@ import { openProtection, type ProtectionState } from '../output/protection-state
 import { RefusalBodies } from '../output/refusal-reply.js'
 import type { RefusalReason } from './outcome.js'
 import type { RouteLatency, Signals } from './protect-signals.js'
+import { isThenable } from './promises.js'
 import { PriorityLevels, type Level } from '../engine/priority-levels.js'
 
-/** An admitted request in flight: when it was admitted, its route's latency, and whether it left. */
+/** An admitted request in flight: when it was admitted, its route's latency (until its handler is over), and whether it left. */
 interface InFlight {
   readonly level: Level
   readonly started: number
-  readonly latency: RouteLatency | undefined
+  latency: RouteLatency | undefined
   readonly reply: FastifyReply
   left: boolean
+  /** What its handler returned, when a promise not settled with the reply sent: awaited if the client goes away first. */
+  returned: PromiseLike<unknown> | undefined
 }
 
 /** The most quiet intervals a tick lets the overload decay over (from MAX_OVERLOAD to 1 takes 7). */
@@ -28,6 +31,12 @@ const MAX_QUIET_INTERVALS = 64
 
 /** The longest `Retry-After` of a shed request, in ms. */
 const MAX_RETRY_MS = 60_000
+
+/**
+ * How long a request whose client went away still counts when nothing tells its
+ * end (a handler that never sends, on a route the plugin could not wrap), in ms.
+ */
+export const ABANDONED_MAX_MS = 60_000
 
 /** One registration's capacity protection in this process. */
 export class Protection implements ProtectionState {
@@ -41,8 +50,8 @@ export class Protection implements ProtectionState {
   /** Each tier's level. */
   private readonly tierLevels: Map<string, Level>
   private readonly release: () => void
-  /** Requests whose client went away before their reply was sent: swept each interval. */
-  private readonly abandoned = new Set<InFlight>()
+  /** Requests whose client went away before their reply was sent, and when: swept each interval. */
+  private readonly abandoned = new Map<InFlight, number>()
   /** Where a request holds its entry (this registration's own symbol). */
   private readonly admitted = Symbol('fastify-tollgate: in flight')
 
@@ -66,12 +75,35 @@ export class Protection implements ProtectionState {
     return (critical ? this.priorities.levels[0] : this.tierLevels.get(tier)) as Level
   }
 
-  /** Whether a request of `level` is admitted now; the interval moves on first when it is over (or when the clock went back). */
+  /** Whether a request of `level` is admitted now; the interval moves on first when it is over. */
   admits (level: Level): boolean {
+    this.refresh()
+    return this.priorities.admits(level, this.law.limit)
+  }
+
+  /** Ends the interval when it is over (or when the clock went back), as an admission or a scrape of the metrics finds it. */
+  refresh (): void {
     const now = this.clock()
     const elapsed = now - this.intervalStart
     if (elapsed >= this.plan.intervalMs || elapsed < 0) this.tick(now)
-    return this.priorities.admits(level, this.law.limit)
+  }
+
+  /**
+   * `handler`, telling this protection when it is over: a reply hijacked (or sent)
+   * by the time it returns ends its latency there; a promise it returns ends a
+   * request whose client went away before a reply (Fastify sends none then).
+   */
+  watchHandler (handler: RouteHandlerMethod): RouteHandlerMethod {
+    const protection = this
+    return function tollgateProtected (this: FastifyInstance, request, reply) {
+      const returned: unknown = handler.call(this, request, reply)
+      const entry = (request as unknown as Record<symbol, InFlight | undefined>)[protection.admitted]
+      if (entry !== undefined && !entry.left) {
+        if (reply.sent) protection.endLatency(entry)
+        else if (isThenable(returned)) entry.returned = returned
+      }
+      return returned
+    } as RouteHandlerMethod
   }
 
   /**
@@ -86,12 +118,17 @@ export class Protection implements ProtectionState {
     if (use > this.inUse) this.inUse = use
     const started = this.clock()
     latency?.enter(started)
-    const entry: InFlight = { level, started, latency, reply, left: false }
+    const entry: InFlight = { level, started, latency, reply, left: false, returned: undefined }
     ;(request as unknown as Record<symbol, InFlight>)[this.admitted] = entry
     reply.raw.once('close', () => {
       if (entry.left) return
-      if (reply.sent) this.leave(entry)
-      else this.abandoned.add(entry)
+      if (reply.sent) {
+        this.leave(entry)
+        return
+      }
+      this.abandoned.set(entry, this.clock())
+      const ended = (): void => { this.leave(entry) }
+      if (entry.returned !== undefined) Promise.resolve(entry.returned).then(ended, ended)
     })
   }
 
@@ -117,7 +154,14 @@ export class Protection implements ProtectionState {
     if (entry.left) return
     entry.left = true
     this.priorities.leave(entry.level)
+    this.abandoned.delete(entry)
+    this.endLatency(entry)
+  }
+
+  /** Its handler is over: a sample of its route's latency (a hijacked reply stays in flight until its connection closes). */
+  private endLatency (entry: InFlight): void {
     entry.latency?.leave(entry.started, this.clock())
+    entry.latency = undefined
   }
 
   /**
@@ -131,11 +175,8 @@ export class Protection implements ProtectionState {
       this.law.rest(Math.min(MAX_QUIET_INTERVALS, Math.floor((now - this.intervalStart) / intervalMs) - 1))
       this.law.update({ overload: this.signals.read(now), inUse: this.inUse, shed: this.shed })
     }
-    for (const entry of this.abandoned) {
-      if (entry.left || entry.reply.sent) {
-        this.leave(entry)
-        this.abandoned.delete(entry)
-      }
+    for (const [entry, since] of this.abandoned) {
+      if (entry.reply.sent || now - since >= ABANDONED_MAX_MS || now < since) this.leave(entry)
     }
     this.inUse = this.priorities.inUse()
     this.shed = 0

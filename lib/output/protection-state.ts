@@ -15,6 +15,8 @@ export interface ProtectionState {
   readonly overload: number
   /** Each signal's last reading over its target; `undefined`: none yet, or not watched. */
   readonly ratios: { readonly eventLoopDelay: number | undefined, readonly latency: number | undefined, readonly gauge: number | undefined }
+  /** Closes an interval that ended without an admission (the signals read, the limit moved), as the next admission would. */
+  refresh: () => void
 }
 
 const open = new Set<ProtectionState>()

@@ -1,0 +1,115 @@
+/**
+ * Capacity protection: when an admitted request's work is over (layers/protection.ts).
+ * A request counts in flight until its reply is sent, or, when its client went away
+ * first, until its handler ends (the plugin wraps the handlers of the routes it
+ * sees); a hijacked reply counts in flight until its connection closes, in the
+ * latency signal only until its handler returns. Time is the memory store's manual clock.
+ */
+import { test } from 'tap'
+import Fastify from 'fastify'
+import { request as httpRequest } from 'node:http'
+import tollgate, { memoryStore } from '../../lib/index.js'
+import { protections, type ProtectionState } from '../../lib/output/protection-state.js'
+import { ABANDONED_MAX_MS } from '../../lib/layers/protection.js'
+import { manualClock } from '../helpers.js'
+import { as, gate, protectedApp, TIERS, type Protected } from './protect-app.js'
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** Sends `method path` to `port` and drops the connection once `entered()` reached `count`. */
+async function abandon (port: number, method: string, path: string, entered: () => number, count: number): Promise<void> {
+  const gone = httpRequest({ port, host: '127.0.0.1', path, method })
+  gone.on('error', () => {})
+  gone.end()
+  while (entered() < count) await sleep(5)
+  gone.destroy()
+  await sleep(50)
+}
+
+async function listening (p: Pick<Protected, 'app'>): Promise<number> {
+  await p.app.listen({ port: 0, host: '127.0.0.1' })
+  return (p.app.server.address() as { port: number }).port
+}
+
+async function until (state: () => ProtectionState, inFlight: number): Promise<void> {
+  for (let i = 0; i < 200 && state().inFlight !== inFlight; i++) await sleep(5)
+}
+
+test('a request whose client went away, its async handler returning nothing (no reply is sent then), leaves when its handler ends', async (t) => {
+  const p = await protectedApp(t, {}, {}, undefined, (app, held) => {
+    app.post('/no-reply', async (_request, reply) => { await held.wait(); reply.code(204) })
+  })
+  const port = await listening(p)
+  await abandon(port, 'POST', '/no-reply', p.held.entered, 1)
+  t.equal(p.state().inFlight, 1, 'in flight while its handler works')
+  p.held.release()
+  await until(p.state, 0)
+  t.equal(p.state().inFlight, 0, 'and out when it returned, though no reply was ever sent')
+})
+
+test('an abandoned request whose reply is sent later without onSend (a callback handler that hijacks) is swept at the next interval', async (t) => {
+  const p = await protectedApp(t, {}, {}, undefined, (app, held) => {
+    app.get('/late', (_request, reply) => { void held.wait().then(() => { reply.hijack(); reply.raw.end() }) })
+  })
+  const port = await listening(p)
+  await abandon(port, 'GET', '/late', p.held.entered, 1)
+  await abandon(port, 'GET', '/', p.held.entered, 2)
+  p.held.release()
+  await sleep(50)
+  t.equal(p.state().inFlight, 1, 'the async one left when its handler ended; the callback one is still counted (no onSend ran, its connection had closed)')
+  p.clock.advance(100)
+  t.equal((await p.app.inject('/quick')).statusCode, 200)
+  t.equal(p.state().inFlight, 0, 'swept')
+})
+
+test(`on a route declared before the plugin (its handler not watched), an abandoned request that never gets a reply counts ${ABANDONED_MAX_MS / 1000} s at most (and to the end of that interval)`, async (t) => {
+  const clock = manualClock()
+  const held = gate()
+  const app = Fastify({ logger: false })
+  app.post('/no-reply', async (_request, reply) => { await held.wait(); reply.code(204) })
+  app.get('/quick', async () => 'quick')
+  const before = new Set(protections())
+  await app.register(tollgate, { store: memoryStore({ clock: clock.now }), app: { tiers: TIERS }, protect: { gauge: { read: () => 0, target: 2 } } })
+  t.teardown(async () => { held.release(); await app.close() })
+  const state = [...protections()].find((candidate) => !before.has(candidate)) as ProtectionState
+  const port = await listening({ app })
+  await abandon(port, 'POST', '/no-reply', held.entered, 1)
+  held.release()
+  await sleep(50)
+  clock.advance(ABANDONED_MAX_MS - 1)
+  t.equal((await app.inject('/quick')).statusCode, 200)
+  t.equal(state.inFlight, 1, `still counted ${ABANDONED_MAX_MS - 1} ms after its client left`)
+  clock.advance(100)
+  state.refresh()
+  t.equal(state.inFlight, 0, `swept at the end of the first interval ${ABANDONED_MAX_MS} ms after`)
+})
+
+test('an open event stream stays in flight but leaves the latency signal when its handler returns: it does not pin the limit', async (t) => {
+  const p = await protectedApp(t, { latencyMs: 50, minConcurrency: 4 }, {}, undefined, (app) => {
+    app.get('/events', (request, reply) => {
+      reply.hijack()
+      reply.raw.writeHead(200, { 'content-type': 'text/event-stream' })
+      reply.raw.write('data: hello\n\n')
+      request.raw.on('close', () => { reply.raw.end() })
+    })
+  })
+  const port = await listening(p)
+  const stream = httpRequest({ port, host: '127.0.0.1', path: '/events' })
+  stream.on('error', () => {})
+  stream.end()
+  await new Promise<void>((resolve) => { stream.once('response', (response) => { response.once('data', () => { resolve() }) }) })
+  t.teardown(() => { stream.destroy() })
+  t.equal(p.state().inFlight, 1, 'the stream is in flight')
+  const limits: number[] = []
+  for (let i = 0; i < 10; i++) {
+    p.clock.advance(1000)
+    const quick = await p.app.inject(as('vip', '/quick'))
+    t.equal(quick.statusCode, 200, quick.body)
+    limits.push(p.state().limit)
+  }
+  t.ok((p.state().ratios.latency ?? 0) <= 1, `latency ratio ${String(p.state().ratios.latency)} after 10 s of an open stream`)
+  t.ok(limits.every((limit) => limit >= 20), `the limit was not cut: ${limits.join(', ')}`)
+  stream.destroy()
+  await until(p.state, 0)
+  t.equal(p.state().inFlight, 0, 'and leaves when its connection closes')
+})
