@@ -16,6 +16,11 @@ export const VIP: ClientClass = { name: 'vip users', clients: 10, perClientPerSe
 export const ABUSER: ClientClass = { name: 'abuser (1 address)', clients: 1, perClientPerSecond: 5 * capacityPerSecond(HOLD_MS), addressBase: 3 }
 /** 1 000 anonymous addresses, each well within its edge (25/s) and tier (3/s) quota; three times the capacity together. */
 export const CROWD: ClientClass = { name: 'anonymous crowd', clients: 1000, perClientPerSecond: 1.5, addressBase: 4 }
+/**
+ * Act 3's tail: 20 of the crowd's addresses, each at the crowd's rate, after the flood, so that the
+ * anonymous tier, the first shed, still sends when the act checks that the sheds stop.
+ */
+export const TRICKLE: ClientClass = { ...CROWD, name: 'anonymous trickle', clients: 20 }
 
 export interface Phase {
   label: string
@@ -62,8 +67,7 @@ export const phases = {
   crowdStatic: (p: Plan): Phase => phase('act 2: 1 000 clients under their limits, static limits', limits(p), [CROWD, FAIR, VIP], p.act2Ms, p),
   crowdProtected: (p: Plan): Phase => phase('act 3: the same crowd, capacity protection on', limits(p, true), [
     { ...CROWD, toMs: p.floodMs },
-    // After the flood, 20 of the crowd's addresses go on at the same rate each.
-    { ...CROWD, name: 'anonymous trickle', clients: 20, fromMs: p.floodMs },
+    { ...TRICKLE, fromMs: p.floodMs },
     FAIR,
     VIP
   ], p.floodMs + p.tailMs, p)

@@ -8,9 +8,9 @@
  * SVG (build/demo/pool.svg unless `--svg` says where).
  */
 import { writeFileSync } from 'node:fs'
-import { FULL, phases, recoveryMs, runPhase, WARM_MS, type PhaseResult } from './acts.js'
+import { FULL, phases, TRICKLE, recoveryMs, runPhase, WARM_MS, type PhaseResult } from './acts.js'
 import { POOL } from './config.js'
-import { phaseFigures, summaryTable, windowSeries } from './report.js'
+import { phaseFigures, phaseTable, summaryTable, windowSeries } from './report.js'
 import { poolSvg } from './svg.js'
 import { paint, sparkline } from '../chart.js'
 import { addCounts, type LoadRun } from './load.js'
@@ -28,9 +28,8 @@ function progress (run: LoadRun): void {
 async function phase (make: () => ReturnType<typeof runPhase>, results: PhaseResult[]): Promise<PhaseResult> {
   const result = await make()
   results.push(result)
-  const rows = summaryTable([result])
   if (process.stdout.isTTY) process.stdout.write('\x1b[J') // clears the progress lines
-  print(rows.slice(1).join('\n'))
+  print(phaseTable(result).join('\n'))
   return result
 }
 
@@ -44,6 +43,8 @@ export async function runPoolDemo (svgFile: string): Promise<number> {
   print(p.dim(`Capacity about 500 requests/s; a request that waits ${POOL.connectionTimeoutMillis} ms for a connection gets 500 POOL_TIMEOUT. Open-loop load on loopback; the API runs in a child process.`))
   print(p.dim('Plugin: edge 50 at once then 25/s per address; tiers vip 40 then 20/s, default 20 then 10/s, anonymous 10 then 3/s.'))
   print(p.dim(`Act 3 adds protect: { gauge: pool.waitingCount, target 2; priorities vip, default, anonymous; minConcurrency ${POOL.max + 2} }.`))
+  const trickle = TRICKLE.clients * TRICKLE.perClientPerSecond
+  print(p.dim(`  In act 3 the crowd floods for ${FULL.floodMs / 1000} s; then, for ${FULL.tailMs / 1000} s, ${TRICKLE.clients} of its addresses go on (${TRICKLE.name}, ${trickle}/s in all) beside fair and vip users, and the sheds must stop.`))
   print(p.dim(`Each phase: a fresh API process, its code warmed ${WARM_MS / 1000} s on a twin with a stand-in pool, its connections open.`))
   print()
   const base = await phase(async () => await runPhase(phases.baseline(FULL), process.env, progress), results)

@@ -1,7 +1,7 @@
 /**
  * The pool scenario's figures: a class's summary row (sent, admitted per
- * second, p50, p99, refusals, pool timeouts), the summary table, and the
- * per-window series the SVG draws.
+ * second, p50, p99, refusals, pool timeouts), a phase's table (with its column
+ * header), the summary, and the per-window series the SVG draws.
  */
 import { quantile, type ClassResult, type Counts } from './load.js'
 import type { PhaseResult } from './acts.js'
@@ -56,24 +56,30 @@ const COLUMNS: Array<[string, number]> = [
   ['class', 22], ['sent', 7], ['ok/s', 7], ['p50 ms', 7], ['p99 ms', 7], ['429', 6], ['503', 6], ['pool t/o', 9], ['no answer', 10], ['other', 6]
 ]
 
-/** The summary table: a header, then per phase its title (with both processes' CPU) and a row per class. */
-export function summaryTable (results: readonly PhaseResult[]): string[] {
-  const row = (cells: string[]): string => cells.map((cell, i) => {
-    const [, width] = COLUMNS[i] as [string, number]
-    return i === 0 ? cell.padEnd(width) : cell.padStart(width)
-  }).join(' ')
-  const lines = [row(COLUMNS.map(([name]) => name))]
-  for (const result of results) {
-    const seconds = result.run.durationMs / 1000
-    const cpu = (cpuMs: number): string => `${(cpuMs / 1000).toFixed(1)} s (${Math.round(cpuMs / seconds / 10)}% of a core)`
-    lines.push(`${result.phase.label}`,
-      `  server: CPU ${cpu(result.serverCpuMs)}, event loop p99 ${ms(result.serverEventLoopDelayP99Ms)} ms, ${result.serverPoolTimeouts} pool timeouts; load generator: CPU ${cpu(result.run.cpuMs)}, event loop p99 ${ms(result.run.eventLoopDelayP99Ms)} ms`)
-    for (const f of phaseFigures(result)) {
-      lines.push(row([`  ${f.name}`, String(f.sent), f.admittedPerSecond.toFixed(0), ms(f.p50), ms(f.p99), String(f.tooMany), String(f.shed), String(f.poolTimeouts), String(f.noAnswer), String(f.otherErrors)]))
-    }
-  }
-  return lines
+/** A row of the table: the class's name left-aligned, the figures right-aligned, in the COLUMNS' widths. */
+const row = (cells: readonly string[]): string => cells.map((cell, i) => {
+  const [, width] = COLUMNS[i] as [string, number]
+  return i === 0 ? cell.padEnd(width) : cell.padStart(width)
+}).join(' ')
+
+/**
+ * A phase's table: its title, both processes' CPU and event loop, then the column
+ * header and a row per class (printed after each act, and again in the summary).
+ */
+export function phaseTable (result: PhaseResult): string[] {
+  const seconds = result.run.durationMs / 1000
+  const cpu = (cpuMs: number): string => `${(cpuMs / 1000).toFixed(1)} s (${Math.round(cpuMs / seconds / 10)}% of a core)`
+  return [
+    result.phase.label,
+    `  server: CPU ${cpu(result.serverCpuMs)}, event loop p99 ${ms(result.serverEventLoopDelayP99Ms)} ms, ${result.serverPoolTimeouts} pool timeouts; load generator: CPU ${cpu(result.run.cpuMs)}, event loop p99 ${ms(result.run.eventLoopDelayP99Ms)} ms`,
+    row(COLUMNS.map(([name], i) => i === 0 ? `  ${name}` : name)),
+    ...phaseFigures(result).map((f) =>
+      row([`  ${f.name}`, String(f.sent), f.admittedPerSecond.toFixed(0), ms(f.p50), ms(f.p99), String(f.tooMany), String(f.shed), String(f.poolTimeouts), String(f.noAnswer), String(f.otherErrors)]))
+  ]
 }
+
+/** The summary: each phase's table, one after the other. */
+export const summaryTable = (results: readonly PhaseResult[]): string[] => results.flatMap(phaseTable)
 
 /** Per window of a class: admitted per second, p99 (NaN without a 2xx), and errors (pool timeouts and other failures) per second. */
 export function windowSeries (result: ClassResult, windowMs: number): { admitted: number[], p99: number[], errors: number[], shed: number[] } {

@@ -38,13 +38,22 @@ function polyline (x: (i: number) => number, y: (v: number) => number): Polyline
   }
 }
 
-function rateAxis (top: number, max: number, seconds: number, bins: number, capacity: number): { parts: string[], line: Polyline } {
+/** The rate axis's tick step: the smallest of 1, 2, 2.5, 5 × 10ⁿ that reaches `top` in at most 6 steps. */
+function tickStep (top: number): number {
+  const power = 10 ** Math.floor(Math.log10(top / 6))
+  return [1, 2, 2.5, 5].map((m) => m * power).find((step) => step * 6 >= top) ?? 10 * power
+}
+
+/** `peak` is the highest value drawn: the axis ends at the first tick 5% above it, and never cuts a line. */
+function rateAxis (top: number, peak: number, seconds: number, bins: number, capacity: number): { parts: string[], line: Polyline } {
+  const step = tickStep(peak * 1.05)
+  const max = Math.ceil(peak * 1.05 / step) * step
   const x = (i: number): number => LEFT.x + ((i + 0.5) / bins) * LEFT.width
-  const y = (v: number): number => top + PANEL.height - (Math.min(v, max) / max) * PANEL.height
+  const y = (v: number): number => top + PANEL.height - (v / max) * PANEL.height
   const parts: string[] = []
-  for (const value of [0, max / 2, max]) {
+  for (let value = 0; value <= max; value += step) {
     parts.push(`<line x1="${LEFT.x}" x2="${LEFT.x + LEFT.width}" y1="${y(value)}" y2="${y(value)}" stroke="#e5e5e5"/>`,
-      `<text x="${LEFT.x - 6}" y="${y(value) + 4}" text-anchor="end" fill="#666">${Math.round(value)}/s</text>`)
+      `<text x="${LEFT.x - 6}" y="${y(value) + 4}" text-anchor="end" fill="#666">${value}/s</text>`)
   }
   for (let second = 0; second <= seconds; second += seconds > 12 ? 2 : 1) {
     parts.push(`<text x="${LEFT.x + (second / seconds) * LEFT.width}" y="${top + PANEL.height + 14}" text-anchor="middle" fill="#666">${second}</text>`)
@@ -87,9 +96,9 @@ function panel (result: PhaseResult, index: number): string[] {
   const series = classes.map((one) => windowSeries(one, windowMs))
   const all = windowSeries({ spec: classes[0]!.spec, total: addCounts([]), windows: Array.from({ length: bins }, (_, i) => addCounts(classes.map((one) => one.windows[i]!))) }, windowMs)
   const capacity = capacityPerSecond(result.phase.config.holdMs)
-  // Up to twice the capacity: failures and sheds above it are cut at the top (their totals are in the legend).
-  const peak = Math.min(2 * capacity, Math.max(capacity, ...series.flatMap((s) => s.admitted), ...all.errors, ...all.shed))
-  const rate = rateAxis(top, Math.ceil(peak * 1.1 / 100) * 100, durationMs / 1000, bins, capacity)
+  // The axis fits every line drawn on it: how far failures and sheds go past the capacity is what acts 1a to 3 show.
+  const peak = Math.max(capacity, ...series.flatMap((s) => s.admitted), ...all.errors, ...all.shed)
+  const rate = rateAxis(top, peak, durationMs / 1000, bins, capacity)
   const latency = latencyAxis(top, bins)
   const figures = phaseFigures(result)
   const errors = figures.reduce((sum, f) => sum + f.poolTimeouts + f.noAnswer + f.otherErrors, 0)
