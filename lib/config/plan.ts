@@ -62,6 +62,8 @@ export interface ProtectPlan {
   priorities: readonly string[]
   minConcurrency: number
   maxConcurrency: number
+  /** Where the limit starts; `undefined`: the control law's own start (engine/concurrency-limit.ts), within the bounds. */
+  initialConcurrency: number | undefined
   intervalMs: number
   /** The status of a shed request. */
   status: 503 | 429

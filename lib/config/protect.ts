@@ -59,6 +59,7 @@ export function checkProtect (value: unknown, app: AppPlan | undefined): Protect
   }
   const minConcurrency = checkInteger(fail, 'protect.minConcurrency', given.minConcurrency ?? 4, 1, 1e6)
   const maxConcurrency = checkInteger(fail, 'protect.maxConcurrency', given.maxConcurrency ?? 10_000, minConcurrency, 1e6)
+  const initialConcurrency = given.initialConcurrency === undefined ? undefined : checkInteger(fail, 'protect.initialConcurrency', given.initialConcurrency, minConcurrency, maxConcurrency)
   const status = given.status ?? 503
   if (status !== 503 && status !== 429) expected(fail, 'protect.status', '503 or 429', status)
   return {
@@ -68,6 +69,7 @@ export function checkProtect (value: unknown, app: AppPlan | undefined): Protect
     priorities: checkPriorities(given.priorities, Object.keys(app.tiers)),
     minConcurrency,
     maxConcurrency,
+    initialConcurrency,
     intervalMs: checkInteger(fail, 'protect.intervalMs', given.intervalMs ?? 100, 10, 60_000),
     status
   }

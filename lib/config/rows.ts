@@ -56,6 +56,7 @@ export const PLUGIN_OPTIONS: readonly OptionRow[] = [
   row('protect.priorities', 'tier names, highest first', 'other tiers, default, anonymous', 'which tier is shed first (the last)'),
   row('protect.minConcurrency', 'integer ≥ 1', '4', 'the floor of the limit on requests in flight'),
   row('protect.maxConcurrency', 'integer ≥ minConcurrency', '10000', 'the ceiling of that limit'),
+  row('protect.initialConcurrency', 'integer from minConcurrency to maxConcurrency', '20', 'where the limit starts in a new process'),
   row('protect.intervalMs', 'integer ms, 10 to 60 000', '100', 'how often the limit moves'),
   row('protect.status', '503 | 429', '503', 'the status of a shed request')
 ]

@@ -59,8 +59,8 @@ export class ConcurrencyLimit {
   /** Whether the limit was ever cut: until then, it grows by doubling. */
   private cut = false
 
-  constructor (private readonly bounds: LimitBounds, initial = INITIAL_LIMIT) {
-    this.limit = clamp(initial, bounds.min, bounds.max)
+  constructor (private readonly bounds: LimitBounds, initial?: number) {
+    this.limit = clamp(initial ?? INITIAL_LIMIT, bounds.min, bounds.max)
   }
 
   /** Moves the limit after one interval. */

@@ -56,7 +56,7 @@ export class Protection implements ProtectionState {
   private readonly admitted = Symbol('fastify-tollgate: in flight')
 
   constructor (readonly plan: ProtectPlan, readonly signals: Signals, private readonly clock: () => number, readonly registration: string | undefined) {
-    this.law = new ConcurrencyLimit({ min: plan.minConcurrency, max: plan.maxConcurrency })
+    this.law = new ConcurrencyLimit({ min: plan.minConcurrency, max: plan.maxConcurrency }, plan.initialConcurrency)
     this.priorities = new PriorityLevels(plan.priorities.length + 1)
     this.tierLevels = new Map(plan.priorities.map((tier, i) => [tier, this.priorities.levels[i + 1] as Level]))
     this.intervalStart = clock()
@@ -94,16 +94,20 @@ export class Protection implements ProtectionState {
    * request whose client went away before a reply (Fastify sends none then).
    */
   watchHandler (handler: RouteHandlerMethod): RouteHandlerMethod {
-    const protection = this
+    const ended = (request: FastifyRequest, reply: FastifyReply, returned: unknown): void => { this.handlerReturned(request, reply, returned) }
     return function tollgateProtected (this: FastifyInstance, request, reply) {
       const returned: unknown = handler.call(this, request, reply)
-      const entry = (request as unknown as Record<symbol, InFlight | undefined>)[protection.admitted]
-      if (entry !== undefined && !entry.left) {
-        if (reply.sent) protection.endLatency(entry)
-        else if (isThenable(returned)) entry.returned = returned
-      }
+      ended(request, reply, returned)
       return returned
-    } as RouteHandlerMethod
+    }
+  }
+
+  /** The handler of an admitted request returned `returned`. */
+  private handlerReturned (request: FastifyRequest, reply: FastifyReply, returned: unknown): void {
+    const entry = (request as unknown as Record<symbol, InFlight | undefined>)[this.admitted]
+    if (entry === undefined || entry.left) return
+    if (reply.sent) this.endLatency(entry)
+    else if (isThenable(returned)) entry.returned = returned
   }
 
   /**

@@ -224,6 +224,8 @@ export interface ProtectOptions {
   minConcurrency?: number | undefined
   /** The limit's ceiling (an integer ≥ `minConcurrency`). Default 10 000. */
   maxConcurrency?: number | undefined
+  /** Where the limit starts in a new process, before any signal was read (an integer from `minConcurrency` to `maxConcurrency`). Default 20, within those bounds. */
+  initialConcurrency?: number | undefined
   /** How often the limit moves, in ms (10 to 60 000). Default 100. */
   intervalMs?: number | undefined
   /** The status of a shed request: 503 (default) or 429. */

@@ -12,6 +12,8 @@ t.test('defaults: the other tiers, then default, then anonymous; a floor of 4, a
   t.match(plan, { minConcurrency: 4, maxConcurrency: 10_000, intervalMs: 100, status: 503, latencyMs: undefined, eventLoopDelayMs: undefined })
   t.same(checkOptions({ app: { tiers: { default: app.tiers.default } }, protect: { eventLoopDelayMs: 50 } }).protect?.priorities, ['default'])
   t.same(checkOptions({ app, protect: { gauge, priorities: ['anonymous', 'vip', 'default'] } }).protect?.priorities, ['anonymous', 'vip', 'default'], 'any order, each tier once')
+  t.equal(plan?.initialConcurrency, undefined, 'the control law\'s own start')
+  t.equal(checkOptions({ app, protect: { gauge, initialConcurrency: 400 } }).protect?.initialConcurrency, 400)
   t.equal(checkOptions({ app, protect: false }).protect, undefined)
   t.equal(checkOptions({ app }).protect, undefined)
 })
@@ -32,6 +34,9 @@ const rejected: Array<[string, unknown, RegExp]> = [
   ['priorities not an array', { app, protect: { gauge, priorities: 'vip' } }, /Expected `protect\.priorities` to be an array of tier names/],
   ['a floor of 0', { app, protect: { gauge, minConcurrency: 0 } }, /Expected `protect\.minConcurrency` to be an integer from 1/],
   ['a ceiling under the floor', { app, protect: { gauge, minConcurrency: 10, maxConcurrency: 5 } }, /Expected `protect\.maxConcurrency` to be an integer from 10/],
+  ['a start under the floor', { app, protect: { gauge, minConcurrency: 12, initialConcurrency: 10 } }, /Expected `protect\.initialConcurrency` to be an integer from 12 to 10000, got `10`/],
+  ['a start above the ceiling', { app, protect: { gauge, maxConcurrency: 50, initialConcurrency: 100 } }, /Expected `protect\.initialConcurrency` to be an integer from 4 to 50, got `100`/],
+  ['a start that is no integer', { app, protect: { gauge, initialConcurrency: 2.5 } }, /Expected `protect\.initialConcurrency` to be an integer/],
   ['an interval of 5 ms', { app, protect: { gauge, intervalMs: 5 } }, /Expected `protect\.intervalMs` to be an integer from 10 to 60000, got `5`/],
   ['a status of 500', { app, protect: { gauge, status: 500 } }, /Expected `protect\.status` to be 503 or 429, got `500`/]
 ]
@@ -50,4 +55,10 @@ t.test('a route\'s `critical` and `latencyMs` are checked at startup', async (t)
   await t.resolves(readyWith(options, route({ critical: true, latencyMs: 2000 })))
   t.match(await failure(() => readyWith(options, route({ critical: 'yes' }))), { code: 'TOLLGATE_INVALID_ROUTE_CONFIG', message: /Expected `rateLimit\.critical` to be a boolean, got `"yes"` \(string\)/ })
   t.match(await failure(() => readyWith(options, route({ latencyMs: -1 }))), { code: 'TOLLGATE_INVALID_ROUTE_CONFIG', message: /Expected `rateLimit\.latencyMs` to be a number of ms > 0/ })
+  // Settings that would do nothing are no silent typo.
+  for (const rateLimit of [{ critical: true }, { latencyMs: 200 }]) {
+    t.match(await failure(() => readyWith({ app }, route(rateLimit))), { code: 'TOLLGATE_INVALID_ROUTE_CONFIG', message: /belong to capacity protection, which runs in the app layer: set the `protect` option/ }, JSON.stringify(rateLimit))
+    t.match(await failure(() => readyWith(options, route({ ...rateLimit, app: false }))), { code: 'TOLLGATE_INVALID_ROUTE_CONFIG', message: /the app layer leaves this route out/ }, `${JSON.stringify(rateLimit)} with app: false`)
+  }
+  await t.resolves(readyWith({ app }, route({ critical: false })), 'critical: false asks nothing')
 })

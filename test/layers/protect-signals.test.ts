@@ -9,7 +9,7 @@ import { test } from 'tap'
 import { Registry } from 'prom-client'
 import { logSink } from '../helpers.js'
 import { tollgateMetrics } from '../../lib/metrics.js'
-import { hold, protectedApp } from './protect-app.js'
+import { as, hold, protectedApp } from './protect-app.js'
 
 test('a gauge over its target cuts the limit from the limit in use, at the next interval', async (t) => {
   const p = await protectedApp(t)
@@ -92,6 +92,10 @@ test('a gauge that throws or reads garbage is left out, logged once; requests go
   reading = (async () => 1) as unknown as () => number
   p.clock.advance(100)
   t.equal((await p.app.inject('/quick')).statusCode, 200, 'nor a promise')
+  reading = (async () => { throw new Error('pool gone') }) as unknown as () => number
+  p.clock.advance(100)
+  t.equal((await p.app.inject(as('vip', '/quick'))).statusCode, 200, 'nor a promise that rejects (and the process goes on)')
+  await new Promise((resolve) => setImmediate(resolve))
   reading = () => Object.create(null) as number
   p.clock.advance(100)
   t.equal((await p.app.inject('/quick')).statusCode, 200, 'an object without a prototype is no reading either')
@@ -149,4 +153,10 @@ test('the metrics show each protection\'s limit, requests in flight, overload an
   t.equal(await read('tollgate_protect_signal_ratio', { registration: '', signal: 'gauge' }), 0)
   p.held.release()
   await Promise.all(held)
+  // No admission for 10 intervals: the scrape closes them, as an admission would.
+  p.gauge.value = 0
+  p.clock.advance(1000)
+  const idle = await read('tollgate_protect_overload', { registration: 'api' }) as number
+  t.ok(idle < 0.01, `an idle replica's overload decays at a scrape: ${idle}`)
+  t.equal(await read('tollgate_protect_in_flight', { registration: 'api' }), 0)
 })

@@ -150,6 +150,16 @@ test('a hijacked reply that ends when its client leaves (server-sent events) lea
   t.equal(p.state().inFlight, 0)
 })
 
+test('a new process starts at initialConcurrency: a burst within its shares passes before any signal was read', async (t) => {
+  const p = await protectedApp(t, { initialConcurrency: 80 })
+  t.equal(p.state().limit, 80)
+  const held = await hold(p, 40, 'default', '/quick-held')
+  t.equal(p.held.entered(), 40, 'default holds 80 × 2/4 = 40 at once (at the default start of 20: 10)')
+  t.equal((await p.app.inject(as('default', '/quick'))).statusCode, 503, 'and not 41')
+  p.held.release()
+  await Promise.all(held)
+})
+
 test('closing the app closes its protection', async (t) => {
   const before = [...protections()].length
   const built = await buildApp({ app: { tiers: TIERS }, protect: { eventLoopDelayMs: 100 } })
