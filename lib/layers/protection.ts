@@ -105,7 +105,7 @@ export class Protection implements ProtectionState {
   /** The handler of an admitted request returned `returned`. */
   private handlerReturned (request: FastifyRequest, reply: FastifyReply, returned: unknown): void {
     const entry = (request as unknown as Record<symbol, InFlight | undefined>)[this.admitted]
-    if (entry === undefined || entry.left) return
+    if (entry === undefined) return
     if (reply.sent) this.endLatency(entry)
     else if (isThenable(returned)) entry.returned = returned
   }

@@ -113,3 +113,13 @@ test('an open event stream stays in flight but leaves the latency signal when it
   await until(p.state, 0)
   t.equal(p.state().inFlight, 0, 'and leaves when its connection closes')
 })
+
+test('a request the app layer leaves alone (an allow-listed client) is neither counted nor watched on a protected route', async (t) => {
+  const p = await protectedApp(t, {}, { allowList: (request) => request.headers['x-trusted'] === '1' })
+  const held = p.app.inject({ url: '/', headers: { 'x-trusted': '1' } })
+  while (p.held.entered() < 1) await sleep(1)
+  t.equal(p.state().inFlight, 0, 'in its handler, not in flight')
+  p.held.release()
+  t.equal((await held).statusCode, 200)
+  t.equal(p.state().inFlight, 0)
+})

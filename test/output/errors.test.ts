@@ -153,6 +153,36 @@ t.test("refusals and Fastify's logs: none from Fastify for a refusal answered fr
   t.ok(page('observability.md').includes(recipe('quiet-refusals.ts')), 'docs/observability.md shows test/recipes/quiet-refusals.ts as it is')
 })
 
+t.test('a request capacity protection sheds, through the recipes: the shaped body, and debug in place of Fastify\'s error line', async (t) => {
+  const shedOne = async (setup: 'errorPath' | 'setErrorHandler' | 'logController') => {
+    const { lines, logger } = logSink()
+    // A limit of 1: the single tier's share (1/2) admits one request in flight, and sheds the next.
+    const protect = { gauge: { read: () => 0, target: 1 }, minConcurrency: 1, maxConcurrency: 1 }
+    const { app } = await buildApp({ app: { tiers: { default: { capacity: 100, refillPerSecond: 0 } } }, protect }, setup === 'logController' ? { logger, logController: new QuietRefusals() } : { logger })
+    if (setup === 'setErrorHandler') rateLimitErrors(app)
+    let entered = false
+    let release: () => void = () => {}
+    const held = new Promise<void>((resolve) => { release = resolve })
+    app.get('/', async () => { entered = true; await held; return 'ok' })
+    const first = app.inject('/')
+    while (!entered) await new Promise((resolve) => setImmediate(resolve))
+    const shed = await app.inject('/')
+    release()
+    await first
+    await app.close()
+    const levels = lines.filter((line) => (line.err as { code?: string } | undefined)?.code === 'TOLLGATE_OVERLOADED' || line.msg === 'rate limited').map((line) => line.level)
+    return { shed, levels }
+  }
+  const plain = await shedOne('errorPath')
+  t.equal(plain.shed.statusCode, 503)
+  t.same(plain.levels, [50], "Fastify's default handler: an error line for the shed's 503")
+  const shaped = await shedOne('setErrorHandler')
+  t.same(shaped.shed.json(), { error: 'overloaded', message: shaped.shed.json().message, retryAfterSeconds: Number(shaped.shed.headers['retry-after']), layer: 'protect' })
+  t.match(shaped.shed.json().message, /overloaded/i)
+  t.same(shaped.levels, [20], 'the setErrorHandler recipe: debug')
+  t.same((await shedOne('logController')).levels, [20], 'the LogController recipe: debug')
+})
+
 t.test('a store that throws or rejects refuses the request with a coded 503, never a crash or a free pass', async (t) => {
   for (const failing of [
     { consume () { throw new Error('down') }, close () {} },
