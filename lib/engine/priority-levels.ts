@@ -33,9 +33,14 @@ export class PriorityLevels {
     return count
   }
 
+  /** The requests in flight `level` may have under `limit`, its own and the higher levels': its share of the limit, rounded up. */
+  capacity (level: Level, limit: number): number {
+    return Math.ceil(limit * level.share)
+  }
+
   /** Whether a request of `level` is admitted under `limit`. */
   admits (level: Level, limit: number): boolean {
-    return this.countUpTo(level) < limit * level.share
+    return this.countUpTo(level) < this.capacity(level, limit)
   }
 
   /** Counts a request of `level` in; returns the limit in use with it (its level's count over its share). */

@@ -63,7 +63,7 @@ function shedDecision (settings: Settings, protection: Protection, admission: Ad
     tier: admission.tier,
     cost: 1,
     retryAfterMs: protection.noteShed(level),
-    buckets: [{ name: 'protect', key: admission.key(), capacity: Math.floor(protection.limit * level.share), refillPerSecond: 0, tokens: 0 }]
+    buckets: [{ name: 'protect', key: admission.key(), capacity: protection.capacityOf(level), refillPerSecond: 0, tokens: 0 }]
   }
   if (settings.name !== undefined) limit.registration = settings.name
   return limit

@@ -22,8 +22,8 @@ interface InFlight {
   latency: RouteLatency | undefined
   readonly reply: FastifyReply
   left: boolean
-  /** What its handler returned, when a promise not settled with the reply sent: awaited if the client goes away first. */
-  returned: PromiseLike<unknown> | undefined
+  /** Whether the promise its handler returned settled (on the routes the plugin wraps). */
+  handled: boolean
 }
 
 /** The most quiet intervals a tick lets the overload decay over (from MAX_OVERLOAD to 1 takes 7). */
@@ -67,6 +67,8 @@ export class Protection implements ProtectionState {
 
   get inFlight (): number { return this.priorities.total }
   get limit (): number { return this.law.limit }
+  /** The requests in flight `level` may have now, its own and the higher levels'. */
+  capacityOf (level: Level): number { return this.priorities.capacity(level, this.law.limit) }
   get overload (): number { return this.law.overload }
   get ratios (): Signals['last'] { return this.signals.last }
 
@@ -89,25 +91,40 @@ export class Protection implements ProtectionState {
   }
 
   /**
-   * `handler`, telling this protection when it is over: a reply hijacked (or sent)
-   * by the time it returns ends its latency there; a promise it returns ends a
-   * request whose client went away before a reply (Fastify sends none then).
+   * `handler`, telling this protection when it is over (a promise it returns, once
+   * settled): a request whose client went away leaves then (Fastify sends no reply
+   * for it), and a hijacked reply leaves the latency signal. A thenable that is no
+   * native promise is made one, so that its `then` runs once (a query builder's
+   * runs its query at each).
    */
   watchHandler (handler: RouteHandlerMethod): RouteHandlerMethod {
-    const ended = (request: FastifyRequest, reply: FastifyReply, returned: unknown): void => { this.handlerReturned(request, reply, returned) }
+    const returned = (request: FastifyRequest, reply: FastifyReply, value: unknown): unknown => this.handlerReturned(request, reply, value)
     return function tollgateProtected (this: FastifyInstance, request, reply) {
-      const returned: unknown = handler.call(this, request, reply)
-      ended(request, reply, returned)
-      return returned
+      return returned(request, reply, handler.call(this, request, reply))
     }
   }
 
-  /** The handler of an admitted request returned `returned`. */
-  private handlerReturned (request: FastifyRequest, reply: FastifyReply, returned: unknown): void {
+  /** The handler of an admitted request returned `value`; returns what Fastify gets in its place. */
+  private handlerReturned (request: FastifyRequest, reply: FastifyReply, value: unknown): unknown {
     const entry = (request as unknown as Record<symbol, InFlight | undefined>)[this.admitted]
-    if (entry === undefined) return
-    if (reply.sent) this.endLatency(entry)
-    else if (isThenable(returned)) entry.returned = returned
+    if (entry === undefined) return value
+    if (!isThenable(value)) {
+      // A handler that answers later (a callback's) is not over yet; one that hijacked as it returned ends its latency.
+      if (reply.sent) this.endLatency(entry)
+      return value
+    }
+    const promise = value instanceof Promise ? value : Promise.resolve(value)
+    const over = (): void => { this.handlerOver(entry) }
+    promise.then(over, over)
+    return promise
+  }
+
+  /** Its handler's promise settled: a request whose client went away leaves; a hijacked reply (or one sent) ends its latency sample. */
+  private handlerOver (entry: InFlight): void {
+    entry.handled = true
+    if (entry.left) return
+    if (this.abandoned.has(entry)) this.leave(entry)
+    else if (entry.reply.sent) this.endLatency(entry)
   }
 
   /**
@@ -122,17 +139,13 @@ export class Protection implements ProtectionState {
     if (use > this.inUse) this.inUse = use
     const started = this.clock()
     latency?.enter(started)
-    const entry: InFlight = { level, started, latency, reply, left: false, returned: undefined }
+    const entry: InFlight = { level, started, latency, reply, left: false, handled: false }
     ;(request as unknown as Record<symbol, InFlight>)[this.admitted] = entry
     reply.raw.once('close', () => {
       if (entry.left) return
-      if (reply.sent) {
-        this.leave(entry)
-        return
-      }
-      this.abandoned.set(entry, this.clock())
-      const ended = (): void => { this.leave(entry) }
-      if (entry.returned !== undefined) Promise.resolve(entry.returned).then(ended, ended)
+      // Sent (a hijacked reply's end), or its handler over without a reply: it leaves now; else when its handler is over.
+      if (reply.sent || entry.handled) this.leave(entry)
+      else this.abandoned.set(entry, this.clock())
     })
   }
 
@@ -180,7 +193,9 @@ export class Protection implements ProtectionState {
       this.law.update({ overload: this.signals.read(now), inUse: this.inUse, shed: this.shed })
     }
     for (const [entry, since] of this.abandoned) {
-      if (entry.reply.sent || now - since >= ABANDONED_MAX_MS || now < since) this.leave(entry)
+      if (entry.reply.sent || now - since >= ABANDONED_MAX_MS) this.leave(entry)
+      // A clock that went back restarts the bound.
+      else if (now < since) this.abandoned.set(entry, now)
     }
     this.inUse = this.priorities.inUse()
     this.shed = 0

@@ -7,7 +7,8 @@
  */
 import { test } from 'tap'
 import Fastify from 'fastify'
-import { request as httpRequest } from 'node:http'
+import { request as httpRequest, type ClientRequest } from 'node:http'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import tollgate, { memoryStore } from '../../lib/index.js'
 import { protections, type ProtectionState } from '../../lib/output/protection-state.js'
 import { ABANDONED_MAX_MS } from '../../lib/layers/protection.js'
@@ -47,6 +48,39 @@ test('a request whose client went away, its async handler returning nothing (no 
   t.equal(p.state().inFlight, 0, 'and out when it returned, though no reply was ever sent')
 })
 
+test('a client that went away after its admission, before its handler ran (a slow preHandler): the request leaves when the handler ends', async (t) => {
+  let handled = 0
+  // The app layer at preValidation: the route's preHandler runs after the admission (as a slow store's answer would).
+  const p = await protectedApp(t, {}, { app: { tiers: TIERS, hook: 'preValidation' } }, undefined, (app, held) => {
+    app.post('/slow-before', { preHandler: async () => { await held.wait() } }, async (_request, reply) => { handled++; reply.code(204) })
+  })
+  const port = await listening(p)
+  await abandon(port, 'POST', '/slow-before', p.held.entered, 1)
+  t.equal(p.state().inFlight, 1)
+  p.held.release()
+  for (let i = 0; i < 200 && handled === 0; i++) await sleep(5)
+  await until(p.state, 0)
+  t.equal(p.state().inFlight, 0, 'out when the handler it reached ended')
+})
+
+test('a handler that returns a thenable (a query builder\'s): its then runs once, with or without a client', async (t) => {
+  let runs = 0
+  const p = await protectedApp(t, {}, {}, undefined, (app, held) => {
+    app.post('/query', () => ({ then (resolve: (value: unknown) => void) { runs++; void held.wait().then(() => { resolve(undefined) }) } }))
+  })
+  const port = await listening(p)
+  await abandon(port, 'POST', '/query', p.held.entered, 1)
+  p.held.release()
+  await until(p.state, 0)
+  t.equal(p.state().inFlight, 0, 'out when it settled')
+  t.equal(runs, 1, 'then called once')
+  const answered = p.app.inject({ method: 'POST', url: '/query' })
+  while (p.held.entered() < 2) await sleep(1)
+  p.held.release()
+  t.equal((await answered).statusCode, 200)
+  t.equal(runs, 2, 'once more for the second request')
+})
+
 test('an abandoned request whose reply is sent later without onSend (a callback handler that hijacks) is swept at the next interval', async (t) => {
   const p = await protectedApp(t, {}, {}, undefined, (app, held) => {
     app.get('/late', (_request, reply) => { void held.wait().then(() => { reply.hijack(); reply.raw.end() }) })
@@ -76,6 +110,9 @@ test(`on a route declared before the plugin (its handler not watched), an abando
   await abandon(port, 'POST', '/no-reply', held.entered, 1)
   held.release()
   await sleep(50)
+  clock.set(-1000)
+  state.refresh()
+  t.equal(state.inFlight, 1, 'a clock that went back releases nothing: the bound starts again')
   clock.advance(ABANDONED_MAX_MS - 1)
   t.equal((await app.inject('/quick')).statusCode, 200)
   t.equal(state.inFlight, 1, `still counted ${ABANDONED_MAX_MS - 1} ms after its client left`)
@@ -85,21 +122,28 @@ test(`on a route declared before the plugin (its handler not watched), an abando
 })
 
 test('an open event stream stays in flight but leaves the latency signal when its handler returns: it does not pin the limit', async (t) => {
+  const events = (request: FastifyRequest, reply: FastifyReply): void => {
+    reply.hijack()
+    reply.raw.writeHead(200, { 'content-type': 'text/event-stream' })
+    reply.raw.write('data: hello\n\n')
+    request.raw.on('close', () => { reply.raw.end() })
+  }
   const p = await protectedApp(t, { latencyMs: 50, minConcurrency: 4 }, {}, undefined, (app) => {
-    app.get('/events', (request, reply) => {
-      reply.hijack()
-      reply.raw.writeHead(200, { 'content-type': 'text/event-stream' })
-      reply.raw.write('data: hello\n\n')
-      request.raw.on('close', () => { reply.raw.end() })
-    })
+    app.get('/events', events)
+    // Loads its data first, then streams: hijacked after an await.
+    app.get('/events-later', async (request, reply) => { await sleep(1); events(request, reply) })
   })
   const port = await listening(p)
-  const stream = httpRequest({ port, host: '127.0.0.1', path: '/events' })
-  stream.on('error', () => {})
-  stream.end()
-  await new Promise<void>((resolve) => { stream.once('response', (response) => { response.once('data', () => { resolve() }) }) })
-  t.teardown(() => { stream.destroy() })
-  t.equal(p.state().inFlight, 1, 'the stream is in flight')
+  const open = async (path: string): Promise<ClientRequest> => {
+    const stream = httpRequest({ port, host: '127.0.0.1', path })
+    stream.on('error', () => {})
+    stream.end()
+    await new Promise<void>((resolve) => { stream.once('response', (response) => { response.once('data', () => { resolve() }) }) })
+    t.teardown(() => { stream.destroy() })
+    return stream
+  }
+  const streams = [await open('/events'), await open('/events-later')]
+  t.equal(p.state().inFlight, 2, 'the streams are in flight')
   const limits: number[] = []
   for (let i = 0; i < 10; i++) {
     p.clock.advance(1000)
@@ -109,7 +153,7 @@ test('an open event stream stays in flight but leaves the latency signal when it
   }
   t.ok((p.state().ratios.latency ?? 0) <= 1, `latency ratio ${String(p.state().ratios.latency)} after 10 s of an open stream`)
   t.ok(limits.every((limit) => limit >= 20), `the limit was not cut: ${limits.join(', ')}`)
-  stream.destroy()
+  for (const stream of streams) stream.destroy()
   await until(p.state, 0)
   t.equal(p.state().inFlight, 0, 'and leaves when its connection closes')
 })

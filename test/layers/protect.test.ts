@@ -160,6 +160,18 @@ test('a new process starts at initialConcurrency: a burst within its shares pass
   await Promise.all(held)
 })
 
+test('a shed decision\'s capacity is what its level was admitted: its share of the limit, rounded up', async (t) => {
+  const limits: LimitDecision[] = []
+  // A limit of 30: vip (3/4) may have 22.5 in flight, its own and critical routes', that is 23.
+  const p = await protectedApp(t, { minConcurrency: 30, maxConcurrency: 30 }, { onLimit: (_request, decision) => { limits.push(decision) } })
+  const held = await hold(p, 23, 'vip')
+  t.equal(p.held.entered(), 23, '23 admitted')
+  t.equal((await p.app.inject(as('vip'))).statusCode, 503, 'the 24th shed')
+  t.equal(limits.at(-1)?.buckets[0]?.capacity, 23, 'and told the capacity 23')
+  p.held.release()
+  await Promise.all(held)
+})
+
 test('closing the app closes its protection', async (t) => {
   const before = [...protections()].length
   const built = await buildApp({ app: { tiers: TIERS }, protect: { eventLoopDelayMs: 100 } })
