@@ -62,8 +62,9 @@ export function checkRouteConfig (routeOptions: Pick<RouteOptions, 'method' | 'u
   const appHere = app !== undefined && config.app !== false && (replace ? config.quota !== undefined : app.global || namesApp)
   if (config.critical !== undefined && typeof config.critical !== 'boolean') expected(fail, 'rateLimit.critical', 'a boolean', config.critical)
   const latencyMs = config.latencyMs === undefined ? undefined : checkLatencyTarget(fail, config.latencyMs)
-  if ((config.critical === true || latencyMs !== undefined) && (plan.protect === undefined || !appHere)) {
-    fail('`rateLimit.critical` and `rateLimit.latencyMs` belong to capacity protection, which runs in the app layer: ' +
+  const protectKeys = [config.critical === true ? '`rateLimit.critical`' : '', latencyMs === undefined ? '' : '`rateLimit.latencyMs`'].filter(Boolean)
+  if (protectKeys.length > 0 && (plan.protect === undefined || !appHere)) {
+    fail(`${protectKeys.join(' and ')} ${protectKeys.length > 1 ? 'belong' : 'belongs'} to capacity protection, which runs in the app layer: ` +
       (plan.protect === undefined ? 'set the `protect` option' : 'the app layer leaves this route out (`rateLimit.app: false`, or `app.global: false` without `rateLimit.app: true`)'))
   }
   const settled = { route, bucket, edgeBuckets, edgeQuota, edgeKey, replace, app: appHere, penalty, critical: config.critical === true, latencyMs }

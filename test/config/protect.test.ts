@@ -57,8 +57,10 @@ t.test('a route\'s `critical` and `latencyMs` are checked at startup', async (t)
   t.match(await failure(() => readyWith(options, route({ latencyMs: -1 }))), { code: 'TOLLGATE_INVALID_ROUTE_CONFIG', message: /Expected `rateLimit\.latencyMs` to be a number of ms > 0/ })
   // Settings that would do nothing are no silent typo.
   for (const rateLimit of [{ critical: true }, { latencyMs: 200 }]) {
-    t.match(await failure(() => readyWith({ app }, route(rateLimit))), { code: 'TOLLGATE_INVALID_ROUTE_CONFIG', message: /belong to capacity protection, which runs in the app layer: set the `protect` option/ }, JSON.stringify(rateLimit))
+    const named = Object.keys(rateLimit)[0] as string
+    t.match(await failure(() => readyWith({ app }, route(rateLimit))), { code: 'TOLLGATE_INVALID_ROUTE_CONFIG', message: new RegExp(`\`rateLimit\\.${named}\` belongs to capacity protection, which runs in the app layer: set the \`protect\` option`) }, JSON.stringify(rateLimit))
     t.match(await failure(() => readyWith(options, route({ ...rateLimit, app: false }))), { code: 'TOLLGATE_INVALID_ROUTE_CONFIG', message: /the app layer leaves this route out/ }, `${JSON.stringify(rateLimit)} with app: false`)
   }
   await t.resolves(readyWith({ app }, route({ critical: false })), 'critical: false asks nothing')
+  t.match(await failure(() => readyWith({ app }, route({ critical: true, latencyMs: 5 }))), { message: /`rateLimit\.critical` and `rateLimit\.latencyMs` belong to capacity protection/ })
 })
