@@ -131,8 +131,9 @@ export class Protection implements ProtectionState {
    * Counts an admitted request in flight until its handler's work is over: at
    * `onSend` (its reply is being sent: the handler returned, or failed), or for a
    * hijacked reply when its connection closes. A client that goes away does not
-   * end it: its handler still holds what it holds (swept each interval until its
-   * reply was sent, when no `onSend` ran for it).
+   * end it: its handler still holds what it holds. It ends when the promise its
+   * handler returned settles (`watchHandler`), or else is swept at the end of an
+   * interval once its reply was sent without `onSend`, or ABANDONED_MAX_MS after.
    */
   enter (level: Level, request: FastifyRequest, reply: FastifyReply, latency: RouteLatency | undefined): void {
     const use = this.priorities.enter(level)
