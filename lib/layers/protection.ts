@@ -122,7 +122,7 @@ export class Protection implements ProtectionState {
   /** Its handler's promise settled: a request whose client went away leaves; a hijacked reply (or one sent) ends its latency sample. */
   private handlerOver (entry: InFlight): void {
     entry.handled = true
-    if (entry.left) return
+    // An entry that left is in neither case that matters: not abandoned, its latency already ended.
     if (this.abandoned.has(entry)) this.leave(entry)
     else if (entry.reply.sent) this.endLatency(entry)
   }
