@@ -24,6 +24,8 @@ interface InFlight {
   left: boolean
   /** Whether the promise its handler returned settled (on the routes the plugin wraps). */
   handled: boolean
+  /** While its client's going away is being told (one turn): a promise settled then settled because of it. */
+  closing: boolean
 }
 
 /** The most quiet intervals a tick lets the overload decay over (from MAX_OVERLOAD to 1 takes 7). */
@@ -108,12 +110,14 @@ export class Protection implements ProtectionState {
   private handlerReturned (request: FastifyRequest, reply: FastifyReply, value: unknown): unknown {
     const entry = (request as unknown as Record<symbol, InFlight | undefined>)[this.admitted]
     if (entry === undefined) return value
-    if (!isThenable(value)) {
-      // A handler that answers later (a callback's) is not over yet; one that hijacked as it returned ends its latency.
+    // The reply itself (`return reply`): the handler answers later, as a callback's does.
+    if (value === reply || !isThenable(value)) {
+      // A handler that answers later is not over yet; one that hijacked as it returned ends its latency.
       if (reply.sent) this.endLatency(entry)
       return value
     }
-    const promise = value instanceof Promise ? value : Promise.resolve(value)
+    // A native promise as is; any other thenable (a subclass's own then included) made one, so that its then runs once.
+    const promise = Object.getPrototypeOf(value) === Promise.prototype ? value as Promise<unknown> : Promise.resolve(value)
     const over = (): void => { this.handlerOver(entry) }
     promise.then(over, over)
     return promise
@@ -123,7 +127,8 @@ export class Protection implements ProtectionState {
   private handlerOver (entry: InFlight): void {
     entry.handled = true
     // An entry that left is in neither case that matters: not abandoned, its latency already ended.
-    if (this.abandoned.has(entry)) this.leave(entry)
+    // A promise that settled as its client went away followed the reply (an async handler's `return reply`): it tells nothing.
+    if (this.abandoned.has(entry) && !entry.closing) this.leave(entry)
     else if (entry.reply.sent) this.endLatency(entry)
   }
 
@@ -140,13 +145,23 @@ export class Protection implements ProtectionState {
     if (use > this.inUse) this.inUse = use
     const started = this.clock()
     latency?.enter(started)
-    const entry: InFlight = { level, started, latency, reply, left: false, handled: false }
+    const entry: InFlight = { level, started, latency, reply, left: false, handled: false, closing: false }
     ;(request as unknown as Record<symbol, InFlight>)[this.admitted] = entry
+    // A client gone before its admission (during a slow hook or upload): its request is abandoned from the start.
+    if (reply.raw.destroyed) {
+      this.abandoned.set(entry, started)
+      return
+    }
     reply.raw.once('close', () => {
       if (entry.left) return
       // Sent (a hijacked reply's end), or its handler over without a reply: it leaves now; else when its handler is over.
-      if (reply.sent || entry.handled) this.leave(entry)
-      else this.abandoned.set(entry, this.clock())
+      if (reply.sent || entry.handled) {
+        this.leave(entry)
+        return
+      }
+      this.abandoned.set(entry, this.clock())
+      entry.closing = true
+      setImmediate(() => { entry.closing = false })
     })
   }
 

@@ -81,6 +81,53 @@ test('a handler that returns a thenable (a query builder\'s): its then runs once
   t.equal(runs, 2, 'once more for the second request')
 })
 
+test('a client that went away before its admission (a slow hook of the context): its request leaves when its handler ends', async (t) => {
+  const p = await protectedApp(t, {}, {}, undefined, (app, held) => {
+    app.register(async (scope) => {
+      scope.addHook('preHandler', async () => { await held.wait() })
+      scope.post('/late-admission', async (_request, reply) => { await sleep(10); reply.code(204) })
+    })
+  })
+  const port = await listening(p)
+  await abandon(port, 'POST', '/late-admission', p.held.entered, 1)
+  p.held.release()
+  await sleep(100)
+  t.equal(p.state().inFlight, 0, 'admitted after its client left, out when its handler ended')
+})
+
+test('an async handler that returns the reply and answers later (`return reply`) stays counted until it answers, though its client left', async (t) => {
+  let answer: () => void = () => {}
+  const p = await protectedApp(t, {}, {}, undefined, (app, held) => {
+    app.get('/later', async (_request, reply) => {
+      void held.wait()
+      answer = () => { reply.send('late') }
+      return reply
+    })
+  })
+  const port = await listening(p)
+  await abandon(port, 'GET', '/later', p.held.entered, 1)
+  t.equal(p.state().inFlight, 1, 'its reply settled as the client left; the handler has not answered yet')
+  answer()
+  await until(p.state, 0)
+  t.equal(p.state().inFlight, 0, 'out when it answered')
+})
+
+test('a handler that returns a Promise subclass with a then of its own: that then runs once', async (t) => {
+  let runs = 0
+  class Counted<T> extends Promise<T> {
+    override then<A = T, B = never> (fulfilled?: ((value: T) => A | PromiseLike<A>) | null, rejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<A | B> {
+      runs++
+      return super.then(fulfilled, rejected)
+    }
+  }
+  const p = await protectedApp(t, {}, {}, undefined, (app) => {
+    app.get('/counted', () => new Counted<string>((resolve) => { resolve('counted') }))
+  })
+  const response = await p.app.inject('/counted')
+  t.equal(response.body, 'counted')
+  t.equal(runs, 1)
+})
+
 test('an abandoned request whose reply is sent later without onSend (a callback handler that hijacks) is swept at the next interval', async (t) => {
   const p = await protectedApp(t, {}, {}, undefined, (app, held) => {
     app.get('/late', (_request, reply) => { void held.wait().then(() => { reply.hijack(); reply.raw.end() }) })
