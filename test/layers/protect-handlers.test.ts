@@ -13,7 +13,7 @@ import tollgate, { memoryStore } from '../../lib/index.js'
 import { protections, type ProtectionState } from '../../lib/output/protection-state.js'
 import { ABANDONED_MAX_MS } from '../../lib/layers/protection.js'
 import { manualClock } from '../helpers.js'
-import { as, gate, protectedApp, TIERS, type Protected } from './protect-app.js'
+import { as, gate, hold, protectedApp, TIERS, type Protected } from './protect-app.js'
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -35,6 +35,50 @@ async function listening (p: Pick<Protected, 'app'>): Promise<number> {
 async function until (state: () => ProtectionState, inFlight: number): Promise<void> {
   for (let i = 0; i < 200 && state().inFlight !== inFlight; i++) await sleep(5)
 }
+
+test('a request that fails, and one whose client goes away, leave the count when their handlers end', async (t) => {
+  const p = await protectedApp(t)
+  const failed = await hold(p, 2, 'anonymous', '/fail')
+  await abandon(await listening(p), 'GET', '/', p.held.entered, 3)
+  t.equal(p.state().inFlight, 3, 'an abandoned request stays in flight while its handler works')
+  p.held.release()
+  for (const response of await Promise.all(failed)) t.equal(response.statusCode, 500)
+  await until(p.state, 0)
+  t.equal(p.state().inFlight, 0, 'and leaves when it ends')
+})
+
+test('a hijacked reply leaves the count when its response finishes', async (t) => {
+  const p = await protectedApp(t, {}, {}, undefined, (app) => {
+    app.get('/hijack', async (_request, reply) => { reply.hijack(); reply.raw.end('raw') })
+  })
+  const response = await p.app.inject('/hijack')
+  t.equal(response.body, 'raw')
+  await until(p.state, 0)
+  t.equal(p.state().inFlight, 0)
+})
+
+test('a hijacked reply that ends when its client leaves (server-sent events) leaves the count', async (t) => {
+  const p = await protectedApp(t, {}, {}, undefined, (app) => {
+    app.get('/events', async (request, reply) => {
+      reply.hijack()
+      reply.raw.writeHead(200, { 'content-type': 'text/event-stream' })
+      reply.raw.write('data: hello\n\n')
+      request.raw.on('close', () => { reply.raw.end() })
+    })
+  })
+  const port = await listening(p)
+  for (let i = 0; i < 3; i++) {
+    await new Promise<void>((resolve) => {
+      const events = httpRequest({ port, host: '127.0.0.1', path: '/events' }, (response) => {
+        response.once('data', () => { events.destroy(); resolve() })
+      })
+      events.on('error', () => {})
+      events.end()
+    })
+  }
+  await until(p.state, 0)
+  t.equal(p.state().inFlight, 0)
+})
 
 test('a request whose client went away, its async handler returning nothing (no reply is sent then), leaves when its handler ends', async (t) => {
   const p = await protectedApp(t, {}, {}, undefined, (app, held) => {

@@ -1,12 +1,12 @@
 /**
  * Capacity protection in the app layer (layers/protect.ts, protection.ts): who
- * is shed and in what order, what a shed request gets, shadow mode, and that every
- * admitted request leaves the count (answered, failed, hijacked or abandoned by its
- * client). Requests are held in their handler until the test releases them; time
- * is the memory store's manual clock (protect-app.ts). The signals: protect-signals.test.ts.
+ * is shed and in what order, what a shed request gets, shadow mode. Requests are
+ * held in their handler until the test releases them; time is the memory store's
+ * manual clock (protect-app.ts). When an admitted request leaves the count
+ * (answered, failed, hijacked or abandoned by its client): protect-handlers.test.ts.
+ * The signals: protect-signals.test.ts.
  */
 import { test } from 'tap'
-import { request as httpRequest } from 'node:http'
 import { buildApp, logSink } from '../helpers.js'
 import tollgatePlugin, { memoryStore } from '../../lib/index.js'
 import { protections } from '../../lib/output/protection-state.js'
@@ -96,58 +96,6 @@ test('shadow mode: a would-be shed is logged, counted, given to onLimit, and adm
   t.equal(report.tiers.find((tier) => tier.layer === 'protect')?.wouldRefuse, 1)
   p.held.release()
   await Promise.all(held)
-})
-
-test('a request that fails, and one whose client goes away, leave the count when their handlers end', async (t) => {
-  const p = await protectedApp(t)
-  const failed = await hold(p, 2, 'anonymous', '/fail')
-  await p.app.listen({ port: 0, host: '127.0.0.1' })
-  const { port } = p.app.server.address() as { port: number }
-  const gone = httpRequest({ port, host: '127.0.0.1', path: '/' })
-  gone.on('error', () => {})
-  gone.end()
-  while (p.state().inFlight < 3) await new Promise((resolve) => setTimeout(resolve, 5))
-  gone.destroy()
-  await new Promise((resolve) => setTimeout(resolve, 50))
-  t.equal(p.state().inFlight, 3, 'an abandoned request stays in flight while its handler works')
-  p.held.release()
-  for (const response of await Promise.all(failed)) t.equal(response.statusCode, 500)
-  while (p.state().inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 5))
-  t.equal(p.state().inFlight, 0, 'and leaves when it ends')
-})
-
-test('a hijacked reply leaves the count when its response finishes', async (t) => {
-  const p = await protectedApp(t, {}, {}, undefined, (app) => {
-    app.get('/hijack', async (_request, reply) => { reply.hijack(); reply.raw.end('raw') })
-  })
-  const response = await p.app.inject('/hijack')
-  t.equal(response.body, 'raw')
-  for (let i = 0; i < 100 && p.state().inFlight > 0; i++) await new Promise((resolve) => setTimeout(resolve, 5))
-  t.equal(p.state().inFlight, 0)
-})
-
-test('a hijacked reply that ends when its client leaves (server-sent events) leaves the count', async (t) => {
-  const p = await protectedApp(t, {}, {}, undefined, (app) => {
-    app.get('/events', async (request, reply) => {
-      reply.hijack()
-      reply.raw.writeHead(200, { 'content-type': 'text/event-stream' })
-      reply.raw.write('data: hello\n\n')
-      request.raw.on('close', () => { reply.raw.end() })
-    })
-  })
-  await p.app.listen({ port: 0, host: '127.0.0.1' })
-  const { port } = p.app.server.address() as { port: number }
-  for (let i = 0; i < 3; i++) {
-    await new Promise<void>((resolve) => {
-      const events = httpRequest({ port, host: '127.0.0.1', path: '/events' }, (response) => {
-        response.once('data', () => { events.destroy(); resolve() })
-      })
-      events.on('error', () => {})
-      events.end()
-    })
-  }
-  for (let i = 0; i < 100 && p.state().inFlight > 0; i++) await new Promise((resolve) => setTimeout(resolve, 5))
-  t.equal(p.state().inFlight, 0)
 })
 
 test('a new process starts at initialConcurrency: a burst within its shares passes before any signal was read', async (t) => {
